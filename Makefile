@@ -1,0 +1,106 @@
+# remat - one GNU Makefile. Objects go to build/ (build/san/ for sanitizer builds).
+#   make            library build/libremat.a, build/libremat.so and the CLI build/remat
+#   make test       set up, build and run the test suite
+#   make san        the suite under AddressSanitizer and UBSan
+#   make bench      the benchmarks (bench/), tables into docs/benchmarks.md
+#   make run        set up and run the main job (the planner comparison table)
+#   make install    PREFIX=/usr/local: library, header, remat, pkg-config file
+#   WERROR=1        warnings are errors (CI)
+
+PREFIX ?= /usr/local
+CC ?= cc
+ifeq ($(origin CC),default)
+CC = gcc
+endif
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
+        -Wcast-qual -Wwrite-strings -Wundef -Wformat=2 -Wvla -Wnull-dereference \
+        -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc -MMD -MP
+LDLIBS := -lm -lpthread
+
+BUILD := build
+ifeq ($(SAN),1)
+BUILD := build/san
+CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRC := $(sort $(wildcard src/core/*.c src/graph/*.c src/models/*.c src/io/*.c \
+                             src/plan/*.c src/sim/*.c))
+CLI_SRC := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+all: $(BUILD)/libremat.a $(BUILD)/libremat.so $(BUILD)/remat
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libremat.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libremat.so: $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/remat: $(CLI_OBJ) $(BUILD)/libremat.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(BUILD)/libremat.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libremat.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libremat.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libremat.a $(LDFLAGS) $(LDLIBS)
+
+setup:
+	@tools/setup.sh
+
+# The suite: every test program, then the CLI tests; one summary line at the end.
+check: all $(TEST_BIN)
+	@tools/run_tests.sh $(BUILD) $(TEST_BIN)
+
+test: setup
+	@$(MAKE) --no-print-directory check
+
+san: setup
+	@$(MAKE) --no-print-directory SAN=1 check
+
+bench: setup all $(BENCH_BIN)
+	@tools/run_bench.sh $(BUILD) $(BENCH_BIN)
+
+run: setup all
+	$(BUILD)/remat zoo
+	@for m in resnet50 resnet152 vgg19 densenet161 googlenet; do \
+	    $(BUILD)/remat plan $$m --batch 32 || exit 1; done
+	$(BUILD)/remat plan unet --batch 8
+	$(BUILD)/remat plan pspnet --batch 1
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(BUILD)/libremat.a $(BUILD)/libremat.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/remat.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BUILD)/remat $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/#define REMAT_VERSION "\(.*\)"/\1/p' include/remat.h)|' \
+	    remat.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/remat.pc
+
+clean:
+	rm -rf build
+
+.PHONY: all setup check test san bench run install clean
+.SECONDARY:
+
+-include $(shell find build -name '*.d' 2>/dev/null)

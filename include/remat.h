@@ -1,0 +1,275 @@
+/*
+ * remat.h - the public interface of libremat: plan and run neural-network training
+ * steps in less memory, by recomputing or moving activations.
+ *
+ * Example (compiled and run as tests/test_example.c):
+ *
+ *     #include <remat.h>
+ *     #include <stdio.h>
+ *
+ *     int main(void)
+ *     {
+ *         remat_zoo_opts zo = { .batch = 32 };      // zeros elsewhere: the model's defaults
+ *         remat_graph *g = NULL;
+ *         remat_tgraph *tg = NULL;
+ *         remat_schedule *s = NULL;
+ *         remat_sim_result r;
+ *         int rc = 1;
+ *
+ *         if (remat_zoo_build("resnet50", &zo, NULL, &g) != REMAT_OK ||
+ *             remat_tgraph_from_graph(g, NULL, &tg) != REMAT_OK ||
+ *             remat_plan_none(tg, &s) != REMAT_OK ||
+ *             remat_sim_run(tg, s, &r) != REMAT_OK) {
+ *             fprintf(stderr, "remat: %s\n", remat_errmsg());
+ *             goto out;
+ *         }
+ *         printf("activation peak %zu bytes, nothing freed %zu bytes\n",
+ *                r.activation_peak_bytes, r.naive_bytes);
+ *         rc = 0;
+ *     out:
+ *         remat_schedule_free(s);
+ *         remat_tgraph_free(tg);
+ *         remat_graph_free(g);
+ *         return rc;
+ *     }
+ *
+ * Conventions: every fallible call returns a remat_status and, on failure, sets a
+ * thread-local message (remat_errmsg) that says what and where. The library never
+ * prints and never exits. Objects are created with *_new / *_build and released with
+ * *_free, which accept NULL. Tensors are NCHW float32.
+ */
+#ifndef REMAT_H
+#define REMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define REMAT_VERSION "0.1.0"
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum remat_status {
+    REMAT_OK = 0,
+    REMAT_ERR_NOMEM,       /* an allocation failed */
+    REMAT_ERR_ARG,         /* a bad argument from the caller */
+    REMAT_ERR_SHAPE,       /* shapes do not fit an op */
+    REMAT_ERR_PARSE,       /* a malformed input file */
+    REMAT_ERR_IO,          /* a file could not be read or written */
+    REMAT_ERR_UNSUPPORTED, /* an op, model or feature remat does not have */
+    REMAT_ERR_INFEASIBLE,  /* no plan fits the budget */
+    REMAT_ERR_INVALID,     /* a schedule breaks its rules */
+    REMAT_STATUS_COUNT
+} remat_status;
+
+const char *remat_status_name(remat_status s);
+/* The message of the last failure on this thread ("" when none). */
+const char *remat_errmsg(void);
+
+/* ------------------------------------------------------------- allocator */
+
+/*
+ * One function does everything, as in Lua: fn(ud, ptr, old_size, new_size) with
+ * new_size == 0 frees ptr and returns NULL; otherwise it returns a block of new_size
+ * bytes holding the first min(old_size, new_size) bytes of ptr (ptr may be NULL), or
+ * NULL on failure, leaving ptr untouched. NULL as a remat_allocator* means malloc.
+ */
+typedef struct remat_allocator {
+    void *(*fn)(void *ud, void *ptr, size_t old_size, size_t new_size);
+    void *ud;
+} remat_allocator;
+
+/* ------------------------------------------------------------------- ops */
+
+/* X(ENUM, name): the op list. The internal op table follows this order. */
+#define REMAT_OPS(X)                                                                     \
+    X(CONV2D, "conv2d")                                                                  \
+    X(CONV_TRANSPOSE2D, "conv_transpose2d")                                              \
+    X(BATCH_NORM, "batch_norm")                                                          \
+    X(RELU, "relu")                                                                      \
+    X(MAX_POOL, "max_pool")                                                              \
+    X(AVG_POOL, "avg_pool")                                                              \
+    X(GLOBAL_AVG_POOL, "global_avg_pool")                                                \
+    X(ADD, "add")                                                                        \
+    X(CONCAT, "concat")                                                                  \
+    X(LINEAR, "linear")                                                                  \
+    X(FLATTEN, "flatten")                                                                \
+    X(RESHAPE, "reshape")                                                                \
+    X(DROPOUT, "dropout")                                                                \
+    X(UPSAMPLE_BILINEAR, "upsample_bilinear")                                            \
+    X(CROP, "crop")                                                                      \
+    X(PAD, "pad")                                                                        \
+    X(SOFTMAX_CE, "softmax_ce")                                                          \
+    X(SUM_LOSSES, "sum_losses")
+
+typedef enum remat_op {
+#define REMAT_X_ENUM(e, s) REMAT_OP_##e,
+    REMAT_OPS(REMAT_X_ENUM)
+#undef REMAT_X_ENUM
+    REMAT_OP_COUNT
+} remat_op;
+
+const char *remat_op_name(remat_op op);
+
+/*
+ * Op attributes. Zero means "the default" for every field, so a zero-initialised
+ * struct with the few fields an op needs is the normal way to fill it:
+ *   conv2d / conv_transpose2d: out_channels, kernel (kh, kw), stride (1), pad,
+ *       dilation (1), groups (1), output_pad (transposed only), bias;
+ *   batch_norm: eps (1e-5), momentum (0.1);
+ *   max_pool / avg_pool: kernel, stride (= kernel), pad, ceil_mode,
+ *       count_include_pad (avg_pool only);
+ *   linear: out_channels (output features), bias;
+ *   reshape: ndim, shape (one entry may be -1);
+ *   dropout: p (0.5);
+ *   upsample_bilinear: out_h, out_w, align_corners;
+ *   crop: out_h, out_w, and offset (top, left); offset -1 means centred;
+ *   pad: pad_t, pad_b, pad_l, pad_r (zeros);
+ *   softmax_ce: inputs (logits (N, K), labels (N)), output the mean loss, shape (1);
+ *   sum_losses: any number of losses of shape (1), summed.
+ */
+typedef struct remat_attrs {
+    int64_t out_channels;
+    int32_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int32_t out_pad_h, out_pad_w;
+    bool bias, ceil_mode, count_include_pad, align_corners;
+    float eps, momentum, p;
+    int64_t out_h, out_w;
+    int32_t offset_h, offset_w; /* crop: -1 centred */
+    int32_t pad_t, pad_b, pad_l, pad_r;
+    int32_t ndim;
+    int64_t shape[4];
+} remat_attrs;
+
+/* ---------------------------------------------------------- forward graph */
+
+typedef struct remat_graph remat_graph;
+
+remat_status remat_graph_new(const remat_allocator *a, remat_graph **out);
+void remat_graph_free(remat_graph *g);
+
+/*
+ * Building. Each call returns the id of the new value, or -1 after a failure. Failures
+ * are sticky: once a call fails, later calls return -1 and remat_graph_status() reports
+ * the first failure, so a builder may check once at the end.
+ */
+int32_t remat_graph_input(remat_graph *g, const char *name, int ndim, const int64_t *shape);
+int32_t remat_graph_labels(remat_graph *g, const char *name, int64_t n);
+int32_t remat_graph_add(remat_graph *g, remat_op op, const int32_t *inputs, int n_inputs,
+                        const remat_attrs *attrs, const char *name);
+/* Mark the value to minimise (shape (1)). */
+remat_status remat_graph_set_loss(remat_graph *g, int32_t value);
+remat_status remat_graph_status(const remat_graph *g);
+
+int32_t remat_graph_n_ops(const remat_graph *g);
+int32_t remat_graph_n_values(const remat_graph *g);
+int64_t remat_graph_n_params(const remat_graph *g);   /* trainable scalars */
+double remat_graph_forward_flops(const remat_graph *g); /* whole batch */
+/* Shape of a value: returns its ndim and fills shape[0..ndim). -1 on a bad id. */
+int remat_graph_value_shape(const remat_graph *g, int32_t value, int64_t shape[4]);
+
+/* -------------------------------------------------------------- model zoo */
+
+typedef struct remat_zoo_opts {
+    int64_t batch;          /* 0: 1 */
+    int64_t height, width;  /* 0: the model's usual input size */
+    int64_t classes;        /* 0: the model's usual number of classes */
+    int aux;                /* GoogLeNet auxiliary classifiers: 0 default (on), 1 on, -1 off */
+} remat_zoo_opts;
+
+size_t remat_zoo_count(void);
+const char *remat_zoo_name(size_t i);        /* NULL past the end */
+const char *remat_zoo_describe(size_t i);
+/* Builds a zoo model by name: the names listed above, plus resnetD for any depth D with
+ * (D - 2) % 3 == 0 and D >= 26 (bottleneck blocks), and resnet-a-b-c-d for explicit
+ * bottleneck block counts per stage. */
+remat_status remat_zoo_build(const char *name, const remat_zoo_opts *o,
+                             const remat_allocator *a, remat_graph **out);
+
+/* --------------------------------------------------------- training graph */
+
+typedef struct remat_tgraph remat_tgraph;
+
+/* T_v. DEFAULT is FLOPs for graphs and KUSUMOTO for dumps (which have no shapes). */
+typedef enum remat_cost {
+    REMAT_COST_DEFAULT = 0,
+    REMAT_COST_FLOPS,     /* the forward FLOPs of the op that produces v */
+    REMAT_COST_KUSUMOTO,  /* 10 for convolutions, 1 otherwise (Kusumoto et al.) */
+} remat_cost;
+
+typedef struct remat_tgraph_opts {
+    remat_cost cost;
+    size_t align;        /* M_v rounding; 0: 64 bytes for graphs, 1 for dumps */
+} remat_tgraph_opts;
+
+/* Autodiff: the forward graph plus backward ops, gradients and costs. */
+remat_status remat_tgraph_from_graph(const remat_graph *g, const remat_tgraph_opts *o,
+                                     remat_tgraph **out);
+/* Reads a Chainer graph dump of Kusumoto et al. (cg_*.txt, format in docs/formats.md).
+ * REMAT_COST_FLOPS is refused: a dump has no shapes. */
+remat_status remat_tgraph_read_dump(const char *path, const remat_tgraph_opts *o,
+                                    const remat_allocator *a, remat_tgraph **out);
+void remat_tgraph_free(remat_tgraph *tg);
+
+int32_t remat_tgraph_n_values(const remat_tgraph *tg);   /* every value, params included */
+int32_t remat_tgraph_n_planned(const remat_tgraph *tg);  /* |V|: values the plan controls */
+int32_t remat_tgraph_n_ops(const remat_tgraph *tg);
+int64_t remat_tgraph_n_params(const remat_tgraph *tg);
+double remat_tgraph_forward_flops(const remat_tgraph *tg);
+/* True when the forward op order is the file's record order, which in the dumps is not
+ * a topological order (see docs/formats.md). */
+bool remat_tgraph_is_file_order(const remat_tgraph *tg);
+
+/* -------------------------------------------------------------- schedules */
+
+typedef enum remat_step_kind {
+    REMAT_STEP_FWD = 0, REMAT_STEP_BWD, REMAT_STEP_FREE,
+    REMAT_STEP_OFFLOAD, REMAT_STEP_PREFETCH, REMAT_STEP_WAIT,
+    REMAT_STEP_COUNT
+} remat_step_kind;
+
+typedef struct remat_step {
+    remat_step_kind kind;
+    int32_t id;          /* op id for FWD/BWD, buffer id for the others */
+} remat_step;
+
+typedef struct remat_schedule remat_schedule;
+
+/* The `none` strategy: forward in op order, backward in reverse, each buffer freed
+ * right after its last use. */
+remat_status remat_plan_none(const remat_tgraph *tg, remat_schedule **out);
+void remat_schedule_free(remat_schedule *s);
+size_t remat_schedule_n_steps(const remat_schedule *s);
+const remat_step *remat_schedule_steps(const remat_schedule *s);
+/* Buffers: ids [0, n_values) hold forward values, [n_values, 2 n_values) gradients. */
+const char *remat_buffer_name(const remat_tgraph *tg, int32_t buf, char *tmp, size_t n);
+
+/* -------------------------------------------------------------- simulator */
+
+typedef struct remat_sim_result {
+    size_t activation_peak_bytes; /* max live plan-controlled bytes after a step */
+    size_t naive_bytes;           /* every forward value and gradient held at once */
+    size_t naive_all_bytes;       /* twice every value, inputs and parameters too */
+    size_t resident_bytes;        /* params, their grads and momentum, inputs, labels, BN stats */
+    size_t lower_bound_bytes;     /* the largest single step's own need */
+    double overhead;              /* recomputed cost / forward cost */
+    size_t n_steps;
+    size_t peak_step;             /* index of the step at the peak */
+} remat_sim_result;
+
+/* Checks the schedule's validity (REMAT_ERR_INVALID with the step and reason) and
+ * measures it. */
+remat_status remat_sim_run(const remat_tgraph *tg, const remat_schedule *s,
+                           remat_sim_result *res);
+/* Live plan-controlled bytes after each step (before later frees): n_steps entries. */
+remat_status remat_sim_timeline(const remat_tgraph *tg, const remat_schedule *s,
+                                size_t *live, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* REMAT_H */

@@ -1,0 +1,105 @@
+/*
+ * alloc.c - every allocation of the library goes through a remat_allocator so that
+ * tests can fail the N-th one; growable arrays on top.
+ */
+#include "core.h"
+
+#include <string.h>
+
+void *core_realloc(const remat_allocator *a, void *p, size_t old, size_t n)
+{
+    if (a && a->fn)
+        return a->fn(a->ud, p, old, n);
+    if (n == 0) {
+        free(p);
+        return NULL;
+    }
+    return realloc(p, n);
+}
+
+void *core_alloc(const remat_allocator *a, size_t n)
+{
+    return core_realloc(a, NULL, 0, n ? n : 1);
+}
+
+void *core_calloc(const remat_allocator *a, size_t n, size_t size)
+{
+    size_t bytes;
+    void *p;
+
+    if (!core_mul_size(n, size, &bytes))
+        return NULL;
+    p = core_alloc(a, bytes);
+    if (p)
+        memset(p, 0, bytes ? bytes : 1);
+    return p;
+}
+
+void core_free(const remat_allocator *a, void *p, size_t n)
+{
+    if (p)
+        core_realloc(a, p, n ? n : 1, 0);
+}
+
+char *core_strdup(const remat_allocator *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = core_alloc(a, n);
+
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+void core_strfree(const remat_allocator *a, char *s)
+{
+    if (s)
+        core_free(a, s, strlen(s) + 1);
+}
+
+void vec_init(vec *v, size_t item, const remat_allocator *al)
+{
+    v->data = NULL;
+    v->n = v->cap = 0;
+    v->item = item;
+    v->al = al;
+}
+
+void vec_fini(vec *v)
+{
+    core_free(v->al, v->data, v->cap * v->item);
+    v->data = NULL;
+    v->n = v->cap = 0;
+}
+
+bool vec_reserve(vec *v, size_t n)
+{
+    size_t cap, bytes;
+    void *d;
+
+    if (n <= v->cap)
+        return true;
+    cap = v->cap ? v->cap : 8;
+    while (cap < n)
+        cap *= 2;
+    if (!core_mul_size(cap, v->item, &bytes))
+        return false;
+    d = core_realloc(v->al, v->data, v->cap * v->item, bytes);
+    if (!d)
+        return false;
+    v->data = d;
+    v->cap = cap;
+    return true;
+}
+
+void *vec_push(vec *v)
+{
+    char *slot;
+
+    if (!vec_reserve(v, v->n + 1))
+        return NULL;
+    slot = (char *)v->data + v->n * v->item;
+    memset(slot, 0, v->item);
+    v->n++;
+    return slot;
+}

@@ -1,0 +1,71 @@
+/*
+ * core.h - what every module shares: error reporting, the allocator, growable arrays
+ * and overflow-checked size arithmetic.
+ *
+ * Errors: a failing function calls core_fail(status, fmt, ...) which records a message
+ * in a thread-local buffer (with the source file and line) and returns the status, so
+ * `return REMAT_FAIL(REMAT_ERR_ARG, "...")` is the usual idiom.
+ */
+#ifndef REMAT_CORE_H
+#define REMAT_CORE_H
+
+#include "remat.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define REMAT_ASSERT(c)                                                                  \
+    do {                                                                                 \
+        if (!(c)) {                                                                      \
+            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #c);    \
+            abort();                                                                     \
+        }                                                                                \
+    } while (0)
+
+#define REMAT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+remat_status core_fail(remat_status s, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define REMAT_FAIL(s, ...) core_fail((s), __FILE__, __LINE__, __VA_ARGS__)
+void core_clear_error(void);
+
+/* The allocator: a == NULL means the C library. */
+void *core_alloc(const remat_allocator *a, size_t n);           /* NULL on failure */
+void *core_calloc(const remat_allocator *a, size_t n, size_t size);
+void *core_realloc(const remat_allocator *a, void *p, size_t old, size_t n);
+void core_free(const remat_allocator *a, void *p, size_t n);
+char *core_strdup(const remat_allocator *a, const char *s);
+void core_strfree(const remat_allocator *a, char *s);
+
+/* Overflow-checked arithmetic: false when the result does not fit. */
+static inline bool core_mul_size(size_t a, size_t b, size_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool core_mul_i64(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline size_t core_align_up(size_t n, size_t align)
+{
+    return align <= 1 ? n : (n + align - 1) / align * align;
+}
+
+/*
+ * A growable array of fixed-size items: vec_push returns a pointer to the new
+ * (zeroed) slot or NULL when out of memory.
+ */
+typedef struct vec {
+    void *data;
+    size_t n, cap, item;
+    const remat_allocator *al;
+} vec;
+
+void vec_init(vec *v, size_t item, const remat_allocator *al);
+void vec_fini(vec *v);
+void *vec_push(vec *v);
+bool vec_reserve(vec *v, size_t n);
+#define VEC_AT(v, T, i) (&((T *)(v)->data)[i])
+
+#endif

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every test program given, then the CLI tests, and prints "N passed, N failed"
+# (and skipped). Exits non-zero when anything failed or a program crashed.
+set -u
+build=$1; shift
+passed=0; failed=0; skipped=0; crashed=0
+for t in "$@" tests/cli.sh; do
+    [ -e "$t" ] || continue
+    echo "== $t"
+    if [ "$t" = tests/cli.sh ]; then out=$(REMAT="$build/remat" bash "$t" 2>&1); rc=$?
+    else out=$("$t" 2>&1); rc=$?; fi
+    printf '%s\n' "$out" | grep -v '^RESULT '
+    res=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
+    if [ -z "$res" ]; then
+        echo "CRASH $t (exit $rc, no RESULT line)"; crashed=$((crashed + 1)); continue
+    fi
+    read -r _ p f s <<<"$res"
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "CRASH $t (exit $rc after its RESULT line)"; crashed=$((crashed + 1))
+    fi
+done
+failed=$((failed + crashed))
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
