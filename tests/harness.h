@@ -27,6 +27,15 @@ static int h_passed, h_failed, h_skipped, h_cur_failed, h_cur_skipped;
         }                                                                                \
     } while (0)
 
+/* A broken test fixture (not a failure of the code under test): stop. */
+#define REMAT_ASSERT_TEST(c)                                                             \
+    do {                                                                                 \
+        if (!(c)) {                                                                      \
+            printf("test fixture broken at %s:%d: %s\n", __FILE__, __LINE__, #c);        \
+            exit(2);                                                                     \
+        }                                                                                \
+    } while (0)
+
 #define CHECK_I64(a, b)                                                                  \
     do {                                                                                 \
         long long ha_ = (long long)(a), hb_ = (long long)(b);                            \

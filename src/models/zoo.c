@@ -300,7 +300,7 @@ int32_t zoo_pool(remat_graph *g, remat_op op, int32_t x, const char *prefix,
                  const char *leaf, int32_t k, int32_t stride, int32_t pad, bool ceil)
 {
     remat_attrs at = {.kh = k, .kw = k, .sh = stride, .sw = stride, .ph = pad, .pw = pad,
-                      .ceil_mode = ceil, .count_include_pad = true};
+                      .ceil_mode = ceil, .count_include_pad = op == REMAT_OP_AVG_POOL};
 
     return zoo_op1(g, op, x, &at, prefix, leaf);
 }

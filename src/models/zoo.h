@@ -81,7 +81,8 @@ int32_t zoo_conv(remat_graph *g, int32_t x, const char *prefix, const char *leaf
 /* batch_norm with the given eps (0: 1e-5). */
 int32_t zoo_bn(remat_graph *g, int32_t x, const char *prefix, const char *leaf, float eps);
 int32_t zoo_relu(remat_graph *g, int32_t x, const char *prefix, const char *leaf);
-/* max_pool or avg_pool: k x k window, stride, padding, ceil mode. */
+/* max_pool or avg_pool: k x k window, stride, padding, ceil mode (avg_pool counts the
+ * padding, PyTorch's default). */
 int32_t zoo_pool(remat_graph *g, remat_op op, int32_t x, const char *prefix,
                  const char *leaf, int32_t k, int32_t stride, int32_t pad, bool ceil);
 int32_t zoo_linear(remat_graph *g, int32_t x, const char *prefix, const char *leaf,

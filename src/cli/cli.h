@@ -1,0 +1,63 @@
+/*
+ * cli.h - shared pieces of the remat command line: argument parsing, model loading,
+ * JSON output and the subcommands.
+ */
+#ifndef REMAT_CLI_H
+#define REMAT_CLI_H
+
+#include "remat.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Prints "remat: <msg>" (and a hint when given) on stderr; returns 1 for exit codes. */
+int cli_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parsers: false with a message printed when the text is not a valid value. */
+bool cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out);
+bool cli_parse_bytes(const char *opt, const char *s, size_t *out);
+bool cli_parse_hw(const char *opt, const char *s, int64_t *h, int64_t *w);
+/* The value of an option (argv[*i + 1]), advancing *i; NULL with a message if missing. */
+const char *cli_value(int argc, char **argv, int *i);
+
+/* A model given on the command line: a zoo name or a graph-dump file. */
+struct cli_model {
+    const char *spec;
+    remat_zoo_opts zoo;
+    remat_tgraph_opts topts;
+    bool batch_given, size_given;
+    bool is_dump;
+    remat_graph *g;          /* NULL for a dump */
+    remat_tgraph *tg;
+};
+int cli_model_load(struct cli_model *m);
+void cli_model_fini(struct cli_model *m);
+/* Parses options shared by model commands (--batch, --input-size, --classes, --no-aux,
+ * --cost); returns 1 when argv[*i] was one of them, 0 when not, -1 on a bad value. */
+int cli_model_option(struct cli_model *m, int argc, char **argv, int *i);
+
+/* Minimal JSON writer for one object per line of output. */
+struct json {
+    FILE *f;
+    int depth;
+    bool first;
+};
+void json_begin(struct json *j, FILE *f, char open);
+void json_end(struct json *j, char close);
+void json_key(struct json *j, const char *key);
+void json_str(struct json *j, const char *key, const char *v);
+void json_i64(struct json *j, const char *key, int64_t v);
+void json_u64(struct json *j, const char *key, uint64_t v);
+void json_f64(struct json *j, const char *key, double v);
+void json_bool(struct json *j, const char *key, bool v);
+void json_null(struct json *j, const char *key);
+
+/* "1,234,567" into buf. */
+const char *cli_commas(uint64_t v, char *buf, size_t n);
+/* "3.24 GiB" into buf. */
+const char *cli_human(double bytes, char *buf, size_t n);
+
+int cmd_zoo(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * main.c - the remat command: dispatch to subcommands.
+ */
+#include "cli/cli.h"
+
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *what;
+} commands[] = {
+    {"zoo", cmd_zoo, "list the built-in models"},
+    {"plan", cmd_plan, "plan a training step and simulate its memory"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: remat <command> [options]\n\n"
+               "Plans and runs neural-network training in less memory.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
+    fprintf(f, "\n`remat <command> --help` describes a command. Version %s.\n",
+            REMAT_VERSION);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("remat %s\n", REMAT_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    cli_error("`remat --help` lists the commands", "unknown command '%s'", argv[1]);
+    return 2;
+}

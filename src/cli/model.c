@@ -1,0 +1,86 @@
+/*
+ * model.c - turning a MODEL|FILE argument and its options into a training graph.
+ */
+#include "cli/cli.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+int cli_model_option(struct cli_model *m, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *v;
+    int64_t x;
+
+    if (!strcmp(a, "--batch")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 1 << 20, &x))
+            return -1;
+        m->zoo.batch = x;
+        m->batch_given = true;
+    } else if (!strcmp(a, "--input-size")) {
+        if (!(v = cli_value(argc, argv, i)) ||
+            !cli_parse_hw(a, v, &m->zoo.height, &m->zoo.width))
+            return -1;
+        m->size_given = true;
+    } else if (!strcmp(a, "--classes")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 1 << 24, &x))
+            return -1;
+        m->zoo.classes = x;
+    } else if (!strcmp(a, "--no-aux")) {
+        m->zoo.aux = -1;
+    } else if (!strcmp(a, "--cost")) {
+        if (!(v = cli_value(argc, argv, i)))
+            return -1;
+        if (!strcmp(v, "flops"))
+            m->topts.cost = REMAT_COST_FLOPS;
+        else if (!strcmp(v, "kusumoto"))
+            m->topts.cost = REMAT_COST_KUSUMOTO;
+        else
+            return cli_error("--cost is flops (the default for models) or kusumoto (10 per "
+                             "convolution, 1 otherwise; the default for graph dumps)",
+                             "unknown cost model '%s'", v), -1;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static bool is_file(const char *p)
+{
+    struct stat st;
+
+    return stat(p, &st) == 0;
+}
+
+int cli_model_load(struct cli_model *m)
+{
+    const char *dot = strrchr(m->spec, '.');
+
+    if (is_file(m->spec)) {
+        if (dot && !strcmp(dot, ".onnx"))
+            return cli_error("plan a zoo model or a graph dump until ONNX import lands",
+                             "%s: ONNX files are not supported yet", m->spec);
+        if (m->batch_given || m->size_given)
+            return cli_error("a graph dump fixes its batch and input size",
+                             "%s: --batch and --input-size do not apply to a graph dump",
+                             m->spec);
+        m->is_dump = true;
+        if (remat_tgraph_read_dump(m->spec, &m->topts, NULL, &m->tg))
+            return cli_error(NULL, "%s", remat_errmsg());
+        return 0;
+    }
+    if (strchr(m->spec, '/') || (dot && (!strcmp(dot, ".txt") || !strcmp(dot, ".onnx"))))
+        return cli_error("check the path", "%s: no such file", m->spec);
+    if (remat_zoo_build(m->spec, &m->zoo, NULL, &m->g))
+        return cli_error("`remat zoo` lists the models", "%s", remat_errmsg());
+    if (remat_tgraph_from_graph(m->g, &m->topts, &m->tg))
+        return cli_error(NULL, "%s: %s", m->spec, remat_errmsg());
+    return 0;
+}
+
+void cli_model_fini(struct cli_model *m)
+{
+    remat_tgraph_free(m->tg);
+    remat_graph_free(m->g);
+    m->tg = NULL;
+    m->g = NULL;
+}

@@ -1,0 +1,225 @@
+/*
+ * util.c - argument parsing, error printing and number formatting for the CLI.
+ */
+#include "cli/cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_error(const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("remat: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (hint)
+        fprintf(stderr, "hint: %s\n", hint);
+    return 1;
+}
+
+const char *cli_value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        cli_error("see --help", "option %s needs a value", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+bool cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char *e;
+    long long v;
+
+    errno = 0;
+    v = strtoll(s, &e, 10);
+    if (!*s || *e || errno || v < min || v > max) {
+        cli_error(NULL, "%s: '%s' is not a whole number from %lld to %lld", opt, s,
+                  (long long)min, (long long)max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_bytes(const char *opt, const char *s, size_t *out)
+{
+    static const struct {
+        const char *unit;
+        double mult;
+    } units[] = {{"", 1},       {"B", 1},          {"KB", 1e3},         {"MB", 1e6},
+                 {"GB", 1e9},   {"TB", 1e12},      {"KiB", 1024.0},     {"MiB", 1048576.0},
+                 {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"k", 1e3}, {"K", 1024.0},
+                 {"M", 1048576.0}, {"G", 1073741824.0}};
+    char *e;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &e);
+    if (e == s || errno || !(v >= 0)) {
+        cli_error("give bytes with an optional unit, e.g. 4GiB, 512MiB or 3.5GB", "%s: '%s' "
+                  "is not a byte count", opt, s);
+        return false;
+    }
+    while (*e == ' ')
+        e++;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(e, units[i].unit)) {
+            double b = v * units[i].mult;
+
+            if (b >= 1.8e19) {
+                cli_error(NULL, "%s: '%s' is too large", opt, s);
+                return false;
+            }
+            *out = (size_t)(b + 0.5);
+            return true;
+        }
+    cli_error("units: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (of 1024)",
+              "%s: unknown unit '%s'", opt, e);
+    return false;
+}
+
+bool cli_parse_hw(const char *opt, const char *s, int64_t *h, int64_t *w)
+{
+    char *e, *x;
+
+    errno = 0;
+    *h = strtoll(s, &x, 10);
+    if (x == s || errno || (*x != 'x' && *x != 'X') || *h <= 0 || *h > 1 << 20)
+        goto bad;
+    *w = strtoll(x + 1, &e, 10);
+    if (e == x + 1 || *e || errno || *w <= 0 || *w > 1 << 20)
+        goto bad;
+    return true;
+bad:
+    cli_error(NULL, "%s: '%s' is not a size HxW such as 224x224", opt, s);
+    return false;
+}
+
+const char *cli_commas(uint64_t v, char *buf, size_t n)
+{
+    char tmp[32];
+    int len = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v), k = 0;
+
+    for (int i = 0; i < len && (size_t)k + 2 < n; i++) {
+        if (i && (len - i) % 3 == 0)
+            buf[k++] = ',';
+        buf[k++] = tmp[i];
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+const char *cli_human(double bytes, char *buf, size_t n)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+
+    while (bytes >= 1024 && i < 4) {
+        bytes /= 1024;
+        i++;
+    }
+    snprintf(buf, n, i ? "%.2f %s" : "%.0f %s", bytes, u[i]);
+    return buf;
+}
+
+/* ------------------------------------------------------------------- JSON */
+
+static void put_string(FILE *f, const char *v)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* Writes the separator before a value, and its key inside an object. */
+static void json_sep(struct json *j, const char *key)
+{
+    if (key) {
+        json_key(j, key);
+        j->first = false;
+        return;
+    }
+    if (!j->first)
+        fputc(',', j->f);
+    j->first = false;
+}
+
+void json_begin(struct json *j, FILE *f, char open)
+{
+    if (f) {
+        j->f = f;
+        j->depth = 0;
+    } else {
+        json_sep(j, NULL);
+    }
+    fputc(open, j->f);
+    j->depth++;
+    j->first = true;
+}
+
+void json_end(struct json *j, char close)
+{
+    fputc(close, j->f);
+    j->first = false;
+    if (--j->depth == 0)
+        fputc('\n', j->f);
+}
+
+void json_key(struct json *j, const char *key)
+{
+    if (!j->first)
+        fputc(',', j->f);
+    put_string(j->f, key);
+    fputc(':', j->f);
+    j->first = true;
+}
+
+void json_str(struct json *j, const char *key, const char *v)
+{
+    json_sep(j, key);
+    put_string(j->f, v);
+}
+
+void json_i64(struct json *j, const char *key, int64_t v)
+{
+    json_sep(j, key);
+    fprintf(j->f, "%lld", (long long)v);
+}
+
+void json_u64(struct json *j, const char *key, uint64_t v)
+{
+    json_sep(j, key);
+    fprintf(j->f, "%llu", (unsigned long long)v);
+}
+
+void json_f64(struct json *j, const char *key, double v)
+{
+    json_sep(j, key);
+    fprintf(j->f, "%.17g", v);
+}
+
+void json_bool(struct json *j, const char *key, bool v)
+{
+    json_sep(j, key);
+    fputs(v ? "true" : "false", j->f);
+}
+
+void json_null(struct json *j, const char *key)
+{
+    json_sep(j, key);
+    fputs("null", j->f);
+}
