@@ -65,11 +65,20 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libremat.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libremat.a $(LDFLAGS) $(LDLIBS)
 
+# The example that opens include/remat.h, extracted and built as a test program.
+$(BUILD)/example.c: include/remat.h
+	@mkdir -p $(@D)
+	sed -n '/^ \* Example/,/^ \* Conventions/p' $< | sed -e '1,2d' -e '$$d' | \
+	    sed -e 's/^ \*     //' -e 's/^ \*$$//' > $@
+
+$(BUILD)/example: $(BUILD)/example.c $(BUILD)/libremat.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libremat.a $(LDFLAGS) $(LDLIBS)
+
 setup:
 	@tools/setup.sh
 
 # The suite: every test program, then the CLI tests; one summary line at the end.
-check: all $(TEST_BIN)
+check: all $(TEST_BIN) $(BUILD)/example
 	@tools/run_tests.sh $(BUILD) $(TEST_BIN)
 
 test: setup

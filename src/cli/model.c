@@ -70,8 +70,14 @@ int cli_model_load(struct cli_model *m)
     }
     if (strchr(m->spec, '/') || (dot && (!strcmp(dot, ".txt") || !strcmp(dot, ".onnx"))))
         return cli_error("check the path", "%s: no such file", m->spec);
-    if (remat_zoo_build(m->spec, &m->zoo, NULL, &m->g))
+    switch (remat_zoo_build(m->spec, &m->zoo, NULL, &m->g)) {
+    case REMAT_OK:
+        break;
+    case REMAT_ERR_UNSUPPORTED:
         return cli_error("`remat zoo` lists the models", "%s", remat_errmsg());
+    default:
+        return cli_error(NULL, "%s: %s", m->spec, remat_errmsg());
+    }
     if (remat_tgraph_from_graph(m->g, &m->topts, &m->tg))
         return cli_error(NULL, "%s: %s", m->spec, remat_errmsg());
     return 0;

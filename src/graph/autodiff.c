@@ -72,7 +72,9 @@ static void fill_op(const remat_graph *g, remat_tgraph *tg, int32_t o, const boo
 
     for (int32_t i = 0; i < gop->n_in; i++)
         n_gout += needs[gop->in[i]];
-    op->has_bwd = n_gout > 0 && !info->is_view;
+    /* An op whose output the loss does not read (an unused branch) has no backward:
+     * no gradient flows into its output. */
+    op->has_bwd = n_gout > 0 && !info->is_view && (needs[gop->out] || gop->out == g->loss);
     if (!op->has_bwd)
         return;
     op->n_gout = n_gout;

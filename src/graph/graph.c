@@ -133,6 +133,7 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
     struct gvalue out, aux, params[MAX_PARAMS];
     remat_attrs at;
     int n_params = 0;
+    double fwd_flops, bwd_flops;
     int32_t op_id, out_id, aux_id = -1, *ins = NULL;
     struct gop *op;
     remat_status s;
@@ -195,6 +196,8 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
             goto fail;
         }
 
+    fwd_flops = info->flops(in, n_inputs, &at, &out, false);
+    bwd_flops = info->flops(in, n_inputs, &at, &out, true);
     ins = core_calloc(graph_al(g), (size_t)(n_inputs + n_params), sizeof *ins);
     if (!ins) {
         s = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory adding op '%s'", name);
@@ -243,6 +246,8 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
     op->out = out_id;
     op->aux = aux_id;
     op->at = at;
+    op->fwd_flops = fwd_flops;
+    op->bwd_flops = bwd_flops;
     op->name = core_strdup(graph_al(g), name);
     if (!op->name) {
         g->ops.n--;
@@ -279,19 +284,19 @@ remat_status remat_graph_set_loss(remat_graph *g, int32_t value)
 
 int32_t remat_graph_n_ops(const remat_graph *g)
 {
-    return (int32_t)g->ops.n;
+    return g ? (int32_t)g->ops.n : 0;
 }
 
 int32_t remat_graph_n_values(const remat_graph *g)
 {
-    return (int32_t)g->values.n;
+    return g ? (int32_t)g->values.n : 0;
 }
 
 int64_t remat_graph_n_params(const remat_graph *g)
 {
     int64_t n = 0;
 
-    for (size_t i = 0; i < g->values.n; i++) {
+    for (size_t i = 0; g && i < g->values.n; i++) {
         const struct gvalue *v = graph_value(g, (int32_t)i);
 
         if (v->kind == VK_PARAM)
@@ -300,43 +305,17 @@ int64_t remat_graph_n_params(const remat_graph *g)
     return n;
 }
 
-/* Gathers an op's data inputs (parameters excluded) into in[]. */
-int graph_op_inputs(const remat_graph *g, const struct gop *op, const struct gvalue **in,
-                    int cap)
-{
-    int n = 0;
-
-    for (int i = 0; i < op->n_in && n < cap; i++) {
-        const struct gvalue *v = graph_value(g, op->in[i]);
-
-        if (v->kind != VK_PARAM)
-            in[n++] = v;
-    }
-    return n;
-}
-
 double graph_op_flops(const remat_graph *g, const struct gop *op, bool backward)
 {
-    const struct gvalue *stack[64], **in = stack;
-    double f;
-    int n;
-
-    if (op->n_in > (int)REMAT_ARRAY_LEN(stack)) {
-        in = malloc(sizeof *in * (size_t)op->n_in); /* rare: wide concat; no error path */
-        REMAT_ASSERT(in);
-    }
-    n = graph_op_inputs(g, op, in, op->n_in);
-    f = op_info(op->type)->flops(in, n, &op->at, graph_value(g, op->out), backward);
-    if (in != stack)
-        free(in);
-    return f;
+    (void)g;
+    return backward ? op->bwd_flops : op->fwd_flops;
 }
 
 double remat_graph_forward_flops(const remat_graph *g)
 {
     double f = 0;
 
-    for (size_t i = 0; i < g->ops.n; i++)
+    for (size_t i = 0; g && i < g->ops.n; i++)
         f += graph_op_flops(g, graph_op(g, (int32_t)i), false);
     return f;
 }

@@ -39,6 +39,7 @@ struct gop {
     int32_t out;   /* main output */
     int32_t aux;   /* saved extra (VK_AUX) or -1 */
     remat_attrs at; /* with defaults filled in */
+    double fwd_flops, bwd_flops; /* whole batch */
     char *name;
 };
 
@@ -94,7 +95,5 @@ struct op_info {
 const struct op_info *op_info(remat_op op);
 
 
-int graph_op_inputs(const remat_graph *g, const struct gop *op, const struct gvalue **in,
-                    int cap);
 double graph_op_flops(const remat_graph *g, const struct gop *op, bool backward);
 #endif

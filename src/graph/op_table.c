@@ -9,7 +9,8 @@
 
 #include <string.h>
 
-#define SHAPE_FAIL(name, ...) REMAT_FAIL(REMAT_ERR_SHAPE, "op '%s': " __VA_ARGS__)
+/* SHAPE_FAIL(fmt, name, args...): the format's first %s is the op's name. */
+#define SHAPE_FAIL(...) REMAT_FAIL(REMAT_ERR_SHAPE, "op '%s': " __VA_ARGS__)
 
 int64_t graph_numel(const struct gvalue *v)
 {
@@ -40,7 +41,7 @@ static void copy_shape(struct gvalue *dst, const struct gvalue *src)
 static remat_status need_4d(const struct gvalue *x, const char *name)
 {
     if (x->ndim != 4)
-        return SHAPE_FAIL(name, "expects a 4-d (N, C, H, W) input, got %d-d", name, x->ndim);
+        return SHAPE_FAIL("expects a 4-d (N, C, H, W) input, got %d-d", name, x->ndim);
     return REMAT_OK;
 }
 
@@ -81,10 +82,10 @@ static remat_status infer_conv(const struct gvalue *const *in, int n_in, remat_a
     at->groups = at->groups ? at->groups : 1;
     if (cout <= 0 || at->kh <= 0 || at->kw <= 0 || at->sh < 0 || at->sw < 0 || at->ph < 0 ||
         at->pw < 0 || at->dh < 0 || at->dw < 0 || at->groups < 0)
-        return SHAPE_FAIL(name, "needs out_channels > 0, a kernel > 0 and non-negative "
+        return SHAPE_FAIL("needs out_channels > 0, a kernel > 0 and non-negative "
                           "stride, padding and dilation", name);
     if (c % at->groups || cout % at->groups)
-        return SHAPE_FAIL(name, "channels %lld in and %lld out are not divisible by %d "
+        return SHAPE_FAIL("channels %lld in and %lld out are not divisible by %d "
                           "groups", name, (long long)c, (long long)cout, at->groups);
     if (!transposed) {
         ho = window_out(x->shape[2], at->kh, at->sh, at->ph, at->dh, false);
@@ -92,14 +93,14 @@ static remat_status infer_conv(const struct gvalue *const *in, int n_in, remat_a
     } else {
         if (at->out_pad_h < 0 || at->out_pad_w < 0 || at->out_pad_h >= at->sh ||
             at->out_pad_w >= at->sw)
-            return SHAPE_FAIL(name, "output padding must be below the stride", name);
+            return SHAPE_FAIL("output padding must be below the stride", name);
         ho = (x->shape[2] - 1) * at->sh - 2 * at->ph + (int64_t)at->dh * (at->kh - 1) +
              at->out_pad_h + 1;
         wo = (x->shape[3] - 1) * at->sw - 2 * at->pw + (int64_t)at->dw * (at->kw - 1) +
              at->out_pad_w + 1;
     }
     if (ho <= 0 || wo <= 0)
-        return SHAPE_FAIL(name, "a %dx%d kernel does not fit the %lldx%lld input", name,
+        return SHAPE_FAIL("a %dx%d kernel does not fit the %lldx%lld input", name,
                           at->kh, at->kw, (long long)x->shape[2], (long long)x->shape[3]);
     set_shape(out, 4, x->shape[0], cout, ho, wo);
     if (!transposed)
@@ -178,9 +179,9 @@ static remat_status infer_bn(const struct gvalue *const *in, int n_in, remat_att
 
     (void)n_in;
     if (x->ndim != 4 && x->ndim != 2)
-        return SHAPE_FAIL(name, "expects a 2-d or 4-d input, got %d-d", name, x->ndim);
+        return SHAPE_FAIL("expects a 2-d or 4-d input, got %d-d", name, x->ndim);
     if (at->eps < 0 || at->momentum < 0 || at->momentum > 1)
-        return SHAPE_FAIL(name, "needs eps >= 0 and momentum in [0, 1]", name);
+        return SHAPE_FAIL("needs eps >= 0 and momentum in [0, 1]", name);
     at->eps = at->eps > 0 ? at->eps : 1e-5f;
     at->momentum = at->momentum > 0 ? at->momentum : 0.1f;
     copy_shape(out, x);
@@ -222,7 +223,7 @@ static remat_status infer_dropout(const struct gvalue *const *in, int n_in, rema
                                   struct gvalue *params, const char *name)
 {
     if (at->p < 0 || at->p >= 1)
-        return SHAPE_FAIL(name, "dropout probability %g is not in [0, 1)", name,
+        return SHAPE_FAIL("dropout probability %g is not in [0, 1)", name,
                           (double)at->p);
     at->p = at->p > 0 ? at->p : 0.5f;
     return infer_same(in, n_in, at, out, aux, n_params, params, name);
@@ -246,15 +247,15 @@ static remat_status infer_pool(const struct gvalue *const *in, int n_in, remat_a
     at->sh = at->sh ? at->sh : at->kh;
     at->sw = at->sw ? at->sw : at->kw;
     if (at->kh <= 0 || at->kw <= 0 || at->sh < 0 || at->sw < 0 || at->ph < 0 || at->pw < 0)
-        return SHAPE_FAIL(name, "needs a kernel > 0 and non-negative stride and padding",
+        return SHAPE_FAIL("needs a kernel > 0 and non-negative stride and padding",
                           name);
     if (at->ph > at->kh / 2 || at->pw > at->kw / 2)
-        return SHAPE_FAIL(name, "padding %dx%d is more than half the %dx%d kernel", name,
+        return SHAPE_FAIL("padding %dx%d is more than half the %dx%d kernel", name,
                           at->ph, at->pw, at->kh, at->kw);
     ho = window_out(x->shape[2], at->kh, at->sh, at->ph, 1, at->ceil_mode);
     wo = window_out(x->shape[3], at->kw, at->sw, at->pw, 1, at->ceil_mode);
     if (ho <= 0 || wo <= 0)
-        return SHAPE_FAIL(name, "a %dx%d window does not fit the %lldx%lld input", name,
+        return SHAPE_FAIL("a %dx%d window does not fit the %lldx%lld input", name,
                           at->kh, at->kw, (long long)x->shape[2], (long long)x->shape[3]);
     set_shape(out, 4, x->shape[0], x->shape[1], ho, wo);
     if (aux)
@@ -347,7 +348,7 @@ static remat_status infer_add(const struct gvalue *const *in, int n_in, remat_at
         if (!same_shape(in[0], in[i])) {
             shape_str(in[0], a, sizeof a);
             shape_str(in[i], b, sizeof b);
-            return SHAPE_FAIL(name, "input %d has shape %s but input 0 has %s", name, i, b,
+            return SHAPE_FAIL("input %d has shape %s but input 0 has %s", name, i, b,
                               a);
         }
     return infer_same(in, n_in, at, out, aux, n_params, params, name);
@@ -382,7 +383,7 @@ static remat_status infer_concat(const struct gvalue *const *in, int n_in, remat
 
             shape_str(in[0], a, sizeof a);
             shape_str(v, b, sizeof b);
-            return SHAPE_FAIL(name, "input %d has shape %s, which does not concatenate "
+            return SHAPE_FAIL("input %d has shape %s, which does not concatenate "
                               "along channels with %s", name, i, b, a);
         }
         c += v->shape[1];
@@ -413,10 +414,10 @@ static remat_status infer_linear(const struct gvalue *const *in, int n_in, remat
     (void)n_in;
     (void)aux;
     if (x->ndim != 2)
-        return SHAPE_FAIL(name, "expects a 2-d (N, features) input, got %d-d (flatten "
+        return SHAPE_FAIL("expects a 2-d (N, features) input, got %d-d (flatten "
                           "first)", name, x->ndim);
     if (at->out_channels <= 0)
-        return SHAPE_FAIL(name, "needs out_channels > 0", name);
+        return SHAPE_FAIL("needs out_channels > 0", name);
     set_shape(out, 2, x->shape[0], at->out_channels, 0, 0);
     set_shape(&params[0], 2, at->out_channels, x->shape[1], 0, 0);
     *n_params = 1;
@@ -464,12 +465,12 @@ static remat_status infer_reshape(const struct gvalue *const *in, int n_in, rema
     (void)n_params;
     (void)params;
     if (at->ndim < 1 || at->ndim > 4)
-        return SHAPE_FAIL(name, "needs 1 to 4 target dimensions, got %d", name, at->ndim);
+        return SHAPE_FAIL("needs 1 to 4 target dimensions, got %d", name, at->ndim);
     for (int i = 0; i < at->ndim; i++) {
         if (at->shape[i] == -1 && free_dim < 0)
             free_dim = i;
         else if (at->shape[i] <= 0 || !core_mul_i64(known, at->shape[i], &known))
-            return SHAPE_FAIL(name, "bad target dimension %lld", name,
+            return SHAPE_FAIL("bad target dimension %lld", name,
                               (long long)at->shape[i]);
     }
     out->ndim = at->ndim;
@@ -477,11 +478,11 @@ static remat_status infer_reshape(const struct gvalue *const *in, int n_in, rema
         out->shape[i] = i < at->ndim ? at->shape[i] : 0;
     if (free_dim >= 0) {
         if (total % known)
-            return SHAPE_FAIL(name, "%lld elements do not divide into the target shape",
+            return SHAPE_FAIL("%lld elements do not divide into the target shape",
                               name, (long long)total);
         out->shape[free_dim] = total / known;
     } else if (known != total) {
-        return SHAPE_FAIL(name, "%lld elements cannot be reshaped into %lld", name,
+        return SHAPE_FAIL("%lld elements cannot be reshaped into %lld", name,
                           (long long)total, (long long)known);
     }
     out->elem_bytes = 4;
@@ -514,7 +515,7 @@ static remat_status infer_upsample(const struct gvalue *const *in, int n_in, rem
     if ((s = need_4d(in[0], name)))
         return s;
     if (at->out_h <= 0 || at->out_w <= 0)
-        return SHAPE_FAIL(name, "needs an output size out_h, out_w > 0", name);
+        return SHAPE_FAIL("needs an output size out_h, out_w > 0", name);
     set_shape(out, 4, in[0]->shape[0], in[0]->shape[1], at->out_h, at->out_w);
     return REMAT_OK;
 }
@@ -542,7 +543,7 @@ static remat_status infer_crop(const struct gvalue *const *in, int n_in, remat_a
     if ((s = need_4d(x, name)))
         return s;
     if (at->out_h <= 0 || at->out_w <= 0 || at->out_h > x->shape[2] || at->out_w > x->shape[3])
-        return SHAPE_FAIL(name, "cannot crop %lldx%lld out of %lldx%lld", name,
+        return SHAPE_FAIL("cannot crop %lldx%lld out of %lldx%lld", name,
                           (long long)at->out_h, (long long)at->out_w,
                           (long long)x->shape[2], (long long)x->shape[3]);
     if (at->offset_h < 0)
@@ -550,7 +551,7 @@ static remat_status infer_crop(const struct gvalue *const *in, int n_in, remat_a
     if (at->offset_w < 0)
         at->offset_w = (int32_t)((x->shape[3] - at->out_w) / 2);
     if (at->offset_h + at->out_h > x->shape[2] || at->offset_w + at->out_w > x->shape[3])
-        return SHAPE_FAIL(name, "crop window at (%d, %d) leaves the input", name,
+        return SHAPE_FAIL("crop window at (%d, %d) leaves the input", name,
                           at->offset_h, at->offset_w);
     set_shape(out, 4, x->shape[0], x->shape[1], at->out_h, at->out_w);
     return REMAT_OK;
@@ -570,7 +571,7 @@ static remat_status infer_pad(const struct gvalue *const *in, int n_in, remat_at
     if ((s = need_4d(x, name)))
         return s;
     if (at->pad_t < 0 || at->pad_b < 0 || at->pad_l < 0 || at->pad_r < 0)
-        return SHAPE_FAIL(name, "padding must be non-negative", name);
+        return SHAPE_FAIL("padding must be non-negative", name);
     set_shape(out, 4, x->shape[0], x->shape[1], x->shape[2] + at->pad_t + at->pad_b,
               x->shape[3] + at->pad_l + at->pad_r);
     return REMAT_OK;
@@ -597,9 +598,9 @@ static remat_status infer_softmax_ce(const struct gvalue *const *in, int n_in,
     (void)n_params;
     (void)params;
     if (x->ndim != 2)
-        return SHAPE_FAIL(name, "expects 2-d logits (N, K), got %d-d", name, x->ndim);
+        return SHAPE_FAIL("expects 2-d logits (N, K), got %d-d", name, x->ndim);
     if (y->kind != VK_LABEL || y->ndim != 1 || y->shape[0] != x->shape[0])
-        return SHAPE_FAIL(name, "the second input must be %lld labels", name,
+        return SHAPE_FAIL("the second input must be %lld labels", name,
                           (long long)x->shape[0]);
     set_shape(out, 1, 1, 0, 0, 0);
     set_shape(aux, 2, x->shape[0], x->shape[1], 0, 0); /* probabilities */
@@ -627,7 +628,7 @@ static remat_status infer_sum_losses(const struct gvalue *const *in, int n_in,
     (void)params;
     for (int i = 0; i < n_in; i++)
         if (graph_numel(in[i]) != 1)
-            return SHAPE_FAIL(name, "input %d is not a scalar loss", name, i);
+            return SHAPE_FAIL("input %d is not a scalar loss", name, i);
     set_shape(out, 1, 1, 0, 0, 0);
     return REMAT_OK;
 }

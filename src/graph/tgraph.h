@@ -77,10 +77,11 @@ static inline int32_t tgraph_gbuf(const remat_tgraph *tg, int32_t v)
 {
     return tg->n_values + tg->values[v].buf;
 }
-/* True when a value's forward buffer is plan-controlled (an op output, not resident). */
+/* True when a value's forward buffer is plan-controlled (an op output, not resident).
+ * A view's buffer is its base's: a view of the input batch is resident. */
 static inline bool tgraph_is_planned(const remat_tgraph *tg, int32_t v)
 {
-    return tg->values[v].producer >= 0;
+    return tg->values[tg->values[v].buf].producer >= 0;
 }
 static inline size_t tgraph_buf_bytes(const remat_tgraph *tg, int32_t buf)
 {

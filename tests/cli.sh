@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# CLI tests: help on every command, clear errors with non-zero exits on bad input, the
+# zoo's parameter counts, the graph-dump figures, the header example and make install.
+# Prints "ok/FAIL/skip name" lines and "RESULT passed failed skipped".
+set -u
+REMAT=${REMAT:-build/remat}
+BUILD=$(dirname "$REMAT")
+PY=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0; skipped=0
+
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+skip() { echo "skip $1: $2"; skipped=$((skipped + 1)); }
+
+# expect_error NAME PATTERN CMD...: non-zero exit, nothing on stdout, one "remat:" line
+# on stderr matching PATTERN.
+expect_error() {
+    local name=$1 pat=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+    if [ "$rc" -eq 0 ]; then fail "$name" "exit 0"; return; fi
+    if [ "$rc" -ge 128 ]; then fail "$name" "crashed (exit $rc)"; return; fi
+    if [ -s "$tmp/out" ]; then fail "$name" "printed on stdout"; return; fi
+    if [ "$(grep -c '^remat: ' "$tmp/err")" -ne 1 ]; then fail "$name" "stderr: $(cat "$tmp/err")"; return; fi
+    if ! grep -q -- "$pat" "$tmp/err"; then fail "$name" "stderr lacks '$pat': $(cat "$tmp/err")"; return; fi
+    ok "$name"
+}
+
+# json_get FILE EXPR: evaluates a Python expression on the parsed JSON `j`.
+json_get() { "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# --help everywhere
+for c in "" zoo plan; do
+    if $REMAT $c --help >"$tmp/out" 2>&1 && grep -q "usage: remat" "$tmp/out"; then ok "help $c"
+    else fail "help $c" "$(head -3 "$tmp/out")"; fi
+done
+
+expect_error "unknown command" "unknown command 'fly'" $REMAT fly
+expect_error "unknown model" "nosuchnet" $REMAT plan nosuchnet
+expect_error "bad batch" "'abc' is not a whole number" $REMAT plan resnet18 --batch abc
+expect_error "zero batch" "'0' is not a whole number from 1" $REMAT plan resnet18 --batch 0
+expect_error "missing value" "option --batch needs a value" $REMAT plan resnet18 --batch
+expect_error "bad size" "is not a size HxW" $REMAT plan resnet18 --input-size 224
+expect_error "unknown option" "unknown option '--frobnicate'" $REMAT plan resnet18 --frobnicate
+expect_error "unknown strategy" "unknown strategy 'magic'" $REMAT plan resnet18 --strategy magic
+expect_error "missing file" "no such file" $REMAT plan /nonexistent/cg_x.txt
+expect_error "no model" "no model given" $REMAT plan
+expect_error "two models" "more than one model" $REMAT plan resnet18 vgg16
+expect_error "bad cost" "unknown cost model" $REMAT plan resnet18 --cost seconds
+expect_error "too small" "unet" $REMAT plan unet --input-size 100x100
+printf '3 2\n0 4 _\n' >"$tmp/bad.txt"
+expect_error "malformed dump" "bad.txt:3:" $REMAT plan "$tmp/bad.txt"
+head -c 300 /dev/urandom >"$tmp/noise.txt"
+expect_error "binary dump" "noise.txt" $REMAT plan "$tmp/noise.txt"
+expect_error "zoo argument" "unknown argument" $REMAT zoo --nope
+
+# zoo --json: torchvision's parameter counts
+if $REMAT zoo --json >"$tmp/zoo.json"; then
+    got=$(json_get "$tmp/zoo.json" "' '.join('%s=%d' % (m['name'], m['params']) for m in j if m['name'] in ('resnet18','resnet50','resnet152','vgg16','vgg19','densenet121','densenet161','googlenet'))")
+    want="resnet18=11689512 resnet50=25557032 resnet152=60192808 vgg16=138357544 vgg19=143667240 densenet121=7978856 densenet161=28681000 googlenet=13004888"
+    if [ "$got" = "$want" ]; then ok "zoo params"; else fail "zoo params" "$got"; fi
+    keys=$(json_get "$tmp/zoo.json" "all(sorted(m) == ['gflops','n_ops','name','params'] and m['n_ops'] > 0 and m['gflops'] > 0 for m in j)")
+    [ "$keys" = True ] && ok "zoo keys" || fail "zoo keys" "$keys"
+else
+    fail "zoo params" "remat zoo --json failed"
+fi
+if $REMAT plan googlenet --no-aux --json >"$tmp/g.json" &&
+   [ "$(json_get "$tmp/g.json" "j['params']")" = 6624904 ]; then ok "googlenet without aux"
+else fail "googlenet without aux" "$(cat "$tmp/g.json")"; fi
+
+# plan --json on a zoo model: the keys, and peaks that order sensibly
+if $REMAT plan resnet50 --batch 32 --json --schedule "$tmp/s.json" >"$tmp/p.json"; then
+    r=$(json_get "$tmp/p.json" "all(k in j for k in ('model','batch','strategy','params','resident_bytes','naive_bytes','activation_peak_bytes','lower_bound_bytes','forward_flops','n_values')) and j['batch'] == 32 and j['lower_bound_bytes'] <= j['activation_peak_bytes'] < j['naive_bytes']")
+    [ "$r" = True ] && ok "plan json" || fail "plan json" "$(cat "$tmp/p.json")"
+    n=$(json_get "$tmp/s.json" "len(j['steps'])")
+    [ "$n" = "$(json_get "$tmp/p.json" "j['n_steps']")" ] && ok "schedule file" || fail "schedule file" "$n steps"
+    # The header's example plans the same model: it must print the same peak.
+    if [ -x "$BUILD/example" ]; then
+        ex=$("$BUILD/example")
+        peak=$(json_get "$tmp/p.json" "j['activation_peak_bytes']")
+        case "$ex" in "activation peak $peak bytes"*) ok "header example" ;;
+            *) fail "header example" "$ex (plan says $peak)" ;; esac
+    else
+        fail "header example" "$BUILD/example was not built"
+    fi
+else
+    fail "plan json" "remat plan failed"
+fi
+
+# the authors' graph dump
+graphs=${REMAT_GRAPHS:-../shared/graphs/kusumoto}
+if [ -f "$graphs/cg_resnet50.txt" ]; then
+    $REMAT plan "$graphs/cg_resnet50.txt" --json >"$tmp/d.json"
+    r=$(json_get "$tmp/d.json" "(j['naive_bytes'], j['naive_all_bytes'], j['activation_peak_bytes'], j['n_values'])")
+    [ "$r" = "(9211209736, 9454201928, 3478451200, 176)" ] && ok "dump resnet50" || fail "dump resnet50" "$r"
+    expect_error "batch on dump" "do not apply to a graph dump" $REMAT plan "$graphs/cg_resnet50.txt" --batch 8
+    expect_error "flops on dump" "no shapes" $REMAT plan "$graphs/cg_resnet50.txt" --cost flops
+else
+    skip "dump resnet50" "$graphs is absent"
+fi
+
+# make install: another C program links libremat through pkg-config
+if command -v pkg-config >/dev/null && [ -f Makefile ]; then
+    if make -s install PREFIX="$tmp/prefix" >"$tmp/inst.log" 2>&1 &&
+       cc -o "$tmp/ex" "$BUILD/example.c" $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs remat) \
+          2>>"$tmp/inst.log" &&
+       LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/ex" | grep -q "activation peak"; then ok "install and pkg-config"
+    else fail "install and pkg-config" "$(tail -5 "$tmp/inst.log")"; fi
+else
+    skip "install and pkg-config" "pkg-config is missing"
+fi
+
+echo "RESULT $passed $failed $skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages remat's build and tests need, when they are missing.
+# Fast and silent when everything is present. Called by `make test`, `make run`,
+# `make san` and `make bench`.
+set -eu
+
+# gcc/make: the build; python3: the independent oracles and JSON checks of the tests.
+packages="gcc make python3"
+
+missing=""
+for p in $packages; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "setup: installing$missing" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install$missing" >&2; exit 1; }
+    sudo=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >/dev/null
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
