@@ -4,7 +4,8 @@
  *
  * Valid: every buffer a step reads is live; a FWD does not recompute a value that is
  * still live; a BWD runs once, after every backward that adds into the gradient it
- * reads; every op with a backward has run it by the end; a FREE frees a live buffer.
+ * reads, and does not add into a gradient freed after an earlier contribution; every
+ * op with a backward has run it by the end; a FREE frees a live buffer.
  * A dump kept in its file's record order (not a topological order) is replayed as the
  * file says: reads of buffers not yet live and gradient order are not checked there.
  *
@@ -91,6 +92,10 @@ static remat_status step_bwd(struct sim *m, size_t i, int32_t o)
         int32_t b = m->makes[j];
 
         if (!m->live[b]) {
+            /* Earlier contributions would be lost: the gradient was freed too early. */
+            if (m->strict && m->grad_done[b - tg->n_values] > 0)
+                return bad_buf(m, i, "BWD adds into a gradient freed before all its "
+                               "contributions:", b);
             m->live[b] = true;
             m->cur += tgraph_buf_bytes(tg, b);
         }
