@@ -242,6 +242,57 @@ typedef struct remat_schedule remat_schedule;
 /* The `none` strategy: forward in op order, backward in reverse, each buffer freed
  * right after its last use. */
 remat_status remat_plan_none(const remat_tgraph *tg, remat_schedule **out);
+
+/* X(ENUM, name): the planning strategies. */
+#define REMAT_STRATEGIES(X)                                                              \
+    X(NONE, "none")                                                                      \
+    X(APPROX_TC, "approx-tc")                                                            \
+    X(APPROX_MC, "approx-mc")                                                            \
+    X(EXACT_TC, "exact-tc")                                                              \
+    X(EXACT_MC, "exact-mc")                                                              \
+    X(CHEN_SQRTN, "chen-sqrtn")                                                          \
+    X(CHEN_GREEDY, "chen-greedy")                                                        \
+    X(SUPERNEURONS, "superneurons")                                                      \
+    X(OPTIMAL, "optimal")
+
+typedef enum remat_strategy {
+#define REMAT_X_ENUM(e, s) REMAT_STRATEGY_##e,
+    REMAT_STRATEGIES(REMAT_X_ENUM)
+#undef REMAT_X_ENUM
+    REMAT_STRATEGY_COUNT
+} remat_strategy;
+
+const char *remat_strategy_name(remat_strategy s);
+/* REMAT_STRATEGY_COUNT when the name is unknown. */
+remat_strategy remat_strategy_from_name(const char *name);
+
+typedef struct remat_plan_opts {
+    remat_strategy strategy;
+    size_t budget_bytes;     /* total bytes, resident included; 0: no limit */
+    bool budget_min;         /* find the smallest feasible budget (bisection) */
+    double time_limit;       /* seconds for `optimal`; 0: 60 */
+    int64_t max_lower_sets;  /* exact DP's cap; 0: 2,000,000 */
+} remat_plan_opts;
+
+typedef struct remat_plan_info {
+    size_t budget_bytes;            /* the total given, or the minimum found */
+    size_t activation_budget_bytes; /* B: the budget minus the resident bytes */
+    size_t dp_bound_bytes;          /* the planner's own bound on the peak (0 if none) */
+    double plan_seconds;
+    int64_t n_lower_sets;           /* lower sets the DP considered (0 for others) */
+    int32_t n_blocks;               /* blocks of the chain (0 when not a chain) */
+    double overhead_bound;          /* the planner's own overhead (recomputed / forward) */
+    bool feasible;
+    double optimality_gap;          /* `optimal`: relative MILP gap (0 when proven) */
+} remat_plan_info;
+
+/*
+ * Plans a training step under the budget. REMAT_ERR_INFEASIBLE when no plan of the
+ * strategy fits (the message gives the smallest feasible budget when it can be found).
+ * info may be NULL.
+ */
+remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_schedule **out,
+                        remat_plan_info *info);
 void remat_schedule_free(remat_schedule *s);
 size_t remat_schedule_n_steps(const remat_schedule *s);
 const remat_step *remat_schedule_steps(const remat_schedule *s);

@@ -6,7 +6,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static void help(FILE *f)
 {
@@ -18,7 +17,13 @@ static void help(FILE *f)
             "  --input-size HxW    input height and width (default: the model's)\n"
             "  --classes K         output classes (default: the model's)\n"
             "  --no-aux            GoogLeNet without its auxiliary classifiers\n"
-            "  --strategy S        none (keep what the backward reads; the default)\n"
+            "  --strategy S        none (the default: keep what the backward reads),\n"
+            "                      approx-tc, approx-mc, exact-tc, exact-mc (Kusumoto et al.),\n"
+            "                      chen-sqrtn, chen-greedy, superneurons, optimal\n"
+            "  --budget B|min      total memory: bytes with a unit (4GiB, 512MB) or min, the\n"
+            "                      smallest budget the strategy can meet; resident bytes\n"
+            "                      (parameters, gradients, momentum, inputs) count in it\n"
+            "  --trace FILE        write the memory timeline as a Chrome trace (Perfetto)\n"
             "  --cost flops|kusumoto  T_v: forward FLOPs, or 10 per convolution and 1\n"
             "                      otherwise (the default for dumps)\n"
             "  --schedule FILE     write the schedule as JSON\n"
@@ -53,7 +58,8 @@ static int write_schedule(const char *path, const remat_tgraph *tg, const remat_
     return 0;
 }
 
-static void print_text(const struct cli_model *m, const remat_sim_result *r, double plan_s)
+static void print_text(const struct cli_model *m, const remat_sim_result *r,
+                       const remat_plan_info *pi, remat_strategy strat, size_t n_recomputed)
 {
     char a[32], b[32];
     double ratio = r->lower_bound_bytes ? (double)r->activation_peak_bytes /
@@ -70,7 +76,16 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r, dou
            remat_tgraph_n_ops(m->tg));
     if (!m->is_dump)
         printf("forward          %.2f GFLOPs\n", remat_tgraph_forward_flops(m->tg) / 1e9);
-    printf("strategy         none\n");
+    printf("strategy         %s\n", remat_strategy_name(strat));
+    if (pi->budget_bytes)
+        printf("budget           %s bytes total, %s for activations\n",
+               cli_commas(pi->budget_bytes, a, sizeof a),
+               cli_commas(pi->activation_budget_bytes, b, sizeof b));
+    if (pi->n_blocks)
+        printf("plan             %d blocks from %lld lower sets; DP bound %s bytes\n",
+               pi->n_blocks, (long long)pi->n_lower_sets,
+               cli_commas(pi->dp_bound_bytes, a, sizeof a));
+    printf("recomputed       %zu forward ops run again\n", n_recomputed);
     printf("activation peak  %s bytes (%s)\n", cli_commas(r->activation_peak_bytes, a, sizeof a),
            cli_human((double)r->activation_peak_bytes, b, sizeof b));
     printf("resident         %s bytes (%s): parameters, gradients, momentum, inputs\n",
@@ -84,10 +99,11 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r, dou
            cli_commas(r->lower_bound_bytes, a, sizeof a), ratio);
     printf("overhead         %.3f (recomputed cost / forward cost)\n", r->overhead);
     printf("steps            %zu (peak after step %zu)\n", r->n_steps, r->peak_step);
-    printf("planning         %.3f s\n", plan_s);
+    printf("planning         %.3f s\n", pi->plan_seconds);
 }
 
-static void print_json(const struct cli_model *m, const remat_sim_result *r, double plan_s)
+static void print_json(const struct cli_model *m, const remat_sim_result *r,
+                       const remat_plan_info *pi, remat_strategy strat, size_t n_recomputed)
 {
     struct json j;
 
@@ -97,7 +113,17 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r, dou
         json_null(&j, "batch");
     else
         json_i64(&j, "batch", m->zoo.batch);
-    json_str(&j, "strategy", "none");
+    json_str(&j, "strategy", remat_strategy_name(strat));
+    json_bool(&j, "feasible", pi->feasible);
+    if (pi->budget_bytes)
+        json_u64(&j, "budget_bytes", pi->budget_bytes);
+    else
+        json_null(&j, "budget_bytes");
+    json_u64(&j, "activation_budget_bytes", pi->activation_budget_bytes);
+    json_u64(&j, "dp_bound_bytes", pi->dp_bound_bytes);
+    json_i64(&j, "n_lower_sets", pi->n_lower_sets);
+    json_i64(&j, "n_blocks", pi->n_blocks);
+    json_u64(&j, "n_recomputed", n_recomputed);
     json_i64(&j, "params", remat_tgraph_n_params(m->tg));
     json_u64(&j, "resident_bytes", r->resident_bytes);
     json_u64(&j, "naive_bytes", r->naive_bytes);
@@ -114,23 +140,70 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r, dou
     json_u64(&j, "n_steps", r->n_steps);
     json_f64(&j, "overhead", r->overhead);
     json_str(&j, "order", remat_tgraph_is_file_order(m->tg) ? "file" : "topological");
-    json_f64(&j, "plan_seconds", plan_s);
+    json_f64(&j, "plan_seconds", pi->plan_seconds);
     json_end(&j, '}');
+}
+
+/* A Chrome trace-event file: one counter event per step (live activation bytes). */
+static int write_trace(const char *path, const remat_tgraph *tg, const remat_schedule *s)
+{
+    size_t n = remat_schedule_n_steps(s), *live = calloc(n + 1, sizeof *live);
+    const remat_step *st = remat_schedule_steps(s);
+    static const char *const kinds[] = {"fwd", "bwd", "free", "offload", "prefetch", "wait"};
+    FILE *f;
+
+    if (!live)
+        return cli_error(NULL, "out of memory writing the trace");
+    if (remat_sim_timeline(tg, s, live, n)) {
+        free(live);
+        return cli_error(NULL, "%s", remat_errmsg());
+    }
+    f = fopen(path, "w");
+    if (!f) {
+        free(live);
+        return cli_error(NULL, "cannot write '%s'", path);
+    }
+    fprintf(f, "{\"traceEvents\":[\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "{\"name\":\"activation bytes\",\"ph\":\"C\",\"ts\":%zu,\"pid\":1,"
+                "\"args\":{\"bytes\":%zu}},\n{\"name\":\"%s %d\",\"ph\":\"X\",\"ts\":%zu,"
+                "\"dur\":1,\"pid\":1,\"tid\":1},\n", i, live[i], kinds[st[i].kind], st[i].id, i);
+    fprintf(f, "{\"name\":\"end\",\"ph\":\"i\",\"ts\":%zu,\"pid\":1,\"s\":\"g\"}]}\n", n);
+    free(live);
+    if (fclose(f))
+        return cli_error(NULL, "cannot write '%s'", path);
+    return 0;
+}
+
+static size_t count_recomputed(const remat_tgraph *tg, const remat_schedule *s)
+{
+    int32_t n_ops = remat_tgraph_n_ops(tg);
+    unsigned char *seen = calloc((size_t)n_ops + 1, 1);
+    const remat_step *st = remat_schedule_steps(s);
+    size_t r = 0;
+
+    if (!seen)
+        return 0;
+    for (size_t i = 0; i < remat_schedule_n_steps(s); i++)
+        if (st[i].kind == REMAT_STEP_FWD && seen[st[i].id]++)
+            r++;
+    free(seen);
+    return r;
 }
 
 int cmd_plan(int argc, char **argv)
 {
     struct cli_model m = {.zoo = {.batch = 1}};
-    const char *strategy = "none", *sched_path = NULL;
+    const char *strategy = "none", *sched_path = NULL, *trace_path = NULL;
+    remat_plan_opts po = {0};
+    remat_plan_info pi;
     remat_schedule *s = NULL;
     remat_sim_result r;
     bool as_json = false;
-    struct timespec t0, t1;
-    double secs;
     int rc = 1, k;
 
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *v;
 
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             help(stdout);
@@ -140,8 +213,20 @@ int cmd_plan(int argc, char **argv)
         } else if (!strcmp(a, "--strategy")) {
             if (!(strategy = cli_value(argc, argv, &i)))
                 return 1;
+        } else if (!strcmp(a, "--budget")) {
+            if (!(v = cli_value(argc, argv, &i)))
+                return 1;
+            if (!strcmp(v, "min"))
+                po.budget_min = true;
+            else if (!cli_parse_bytes(a, v, &po.budget_bytes))
+                return 1;
+            else if (po.budget_bytes == 0)
+                return cli_error(NULL, "--budget: a budget must be above zero");
         } else if (!strcmp(a, "--schedule")) {
             if (!(sched_path = cli_value(argc, argv, &i)))
+                return 1;
+        } else if (!strcmp(a, "--trace")) {
+            if (!(trace_path = cli_value(argc, argv, &i)))
                 return 1;
         } else if ((k = cli_model_option(&m, argc, argv, &i)) != 0) {
             if (k < 0)
@@ -160,24 +245,25 @@ int cmd_plan(int argc, char **argv)
         help(stderr);
         return cli_error(NULL, "plan: no model given");
     }
-    if (strcmp(strategy, "none"))
-        return cli_error("the strategies available are: none", "plan: unknown strategy '%s'",
-                         strategy);
+    po.strategy = remat_strategy_from_name(strategy);
+    if (po.strategy == REMAT_STRATEGY_COUNT)
+        return cli_error("the strategies: none, approx-tc, approx-mc, exact-tc, exact-mc, "
+                         "chen-sqrtn, chen-greedy, superneurons, optimal",
+                         "plan: unknown strategy '%s'", strategy);
     if (cli_model_load(&m))
         goto out;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (remat_plan_none(m.tg, &s) || remat_sim_run(m.tg, s, &r)) {
+    if (remat_plan(m.tg, &po, &s, &pi) || remat_sim_run(m.tg, s, &r)) {
         cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
         goto out;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (sched_path && write_schedule(sched_path, m.tg, s))
         goto out;
-    secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (trace_path && write_trace(trace_path, m.tg, s))
+        goto out;
     if (as_json)
-        print_json(&m, &r, secs);
+        print_json(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s));
     else
-        print_text(&m, &r, secs);
+        print_text(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s));
     rc = 0;
 out:
     remat_schedule_free(s);

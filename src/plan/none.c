@@ -17,6 +17,7 @@ remat_status remat_plan_none(const remat_tgraph *tg, remat_schedule **out)
         return REMAT_FAIL(REMAT_ERR_ARG, "no training graph");
     if ((st = schedule_new(tgraph_al(tg), &s)))
         return st;
+    s->file_order = tg->file_order; /* a dump's records, replayed as the file gives them */
     for (int32_t o = 0; o < tg->n_ops; o++)
         if ((st = schedule_push(s, REMAT_STEP_FWD, o)))
             goto out;

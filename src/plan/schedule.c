@@ -201,6 +201,7 @@ remat_status plan_liveness(const remat_tgraph *tg, const remat_schedule *in,
 
     if ((st = schedule_new(a, &s)))
         goto out;
+    s->file_order = in->file_order;
     for (size_t i = 0; i < in->n; i++) {
         if (in->steps[i].kind == REMAT_STEP_FREE)
             continue;

@@ -12,6 +12,7 @@ struct remat_schedule {
     remat_allocator al;
     remat_step *steps;
     size_t n, cap;
+    bool file_order;    /* replays a dump's record order: checked leniently (sim.c) */
 };
 
 remat_status schedule_new(const remat_allocator *a, remat_schedule **out);

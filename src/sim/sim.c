@@ -6,8 +6,8 @@
  * still live; a BWD runs once, after every backward that adds into the gradient it
  * reads, and does not add into a gradient freed after an earlier contribution; every
  * op with a backward has run it by the end; a FREE frees a live buffer.
- * A dump kept in its file's record order (not a topological order) is replayed as the
- * file says: reads of buffers not yet live and gradient order are not checked there.
+ * The `none` replay of a dump in its file's record order (not a topological order) is
+ * checked leniently: reads of buffers not yet live and gradient order are not errors.
  *
  * Memory: after each step, the live bytes of plan-controlled buffers (forward values
  * and gradients of op outputs); the peak is their maximum. Work: O(steps x touches).
@@ -110,7 +110,7 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s, si
 {
     const remat_allocator *a = tgraph_al(tg);
     size_t nb = 2 * (size_t)tg->n_values, no = (size_t)tg->n_ops, mt;
-    struct sim m = {.tg = tg, .strict = !tg->file_order};
+    struct sim m = {.tg = tg, .strict = !s->file_order};
     remat_status st = REMAT_OK;
 
     mt = (size_t)step_max_touch(tg);

@@ -1,0 +1,331 @@
+/*
+ * kusumoto.c - the lower-set dynamic program of Kusumoto et al. (NeurIPS 2019).
+ *
+ * A strategy is a chain ∅ = L0 ⊊ L1 ⊊ … ⊊ Lk = V of lower sets; block Vi = Li \ Li-1.
+ * The forward keeps Vi ∩ ∂(Li); the backward recomputes the rest of each block. The
+ * state (L, t) holds the least cached memory m of a chain ending at L with overhead t;
+ * a transition L -> L' adds t += T((L'\L) \ ∂(L')) and m += M(∂(L') \ L), allowed when
+ * m + 2 M(L'\L) + M(δ+(L')) + M(δ−(δ+(L')) \ L') <= B. Sets are visited smallest first
+ * and each keeps its Pareto frontier of (t, m) (t ascending, m strictly descending);
+ * time-centric takes the least t at V, memory-centric the least m (the largest t on
+ * the frontier).
+ *
+ * Overheads are integers: T itself when every T_v is a whole number and T(V) <= 64 |V|
+ * (Kusumoto's costs), otherwise T scaled so that T(V) becomes 8 |V| and each block's
+ * overhead rounded to the nearest unit.
+ *
+ * Work: O(sum over pairs L ⊂ L' of (words + |∂(L')| + frontier)). Pairs whose block
+ * alone breaks the budget (2 M(L'\L) > B) are skipped before the subset test.
+ */
+#include "plan/kusumoto.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct point {
+    int32_t t;
+    int32_t parent_set, parent_pt;
+    size_t m;
+};
+
+struct dp {
+    const struct dag *d;
+    const struct lsets *ls;
+    size_t budget;
+    double scale;
+    int32_t n_t;                 /* overhead values 0 .. n_t - 1 */
+    int32_t *fr_at, *fr_n;       /* frontier of set i: pts[fr_at[i] .. + fr_n[i]) */
+    struct point *pts;
+    size_t n_pts, cap_pts;
+    const remat_allocator *al;
+};
+
+static double block_t(const struct dp *p, int32_t i, int32_t j, size_t *dm, size_t *dmv)
+{
+    const struct lsets *ls = p->ls;
+    const uint64_t *bi = lsets_bits(ls, i);
+    double tb = 0;
+
+    *dm = 0;
+    for (int32_t k = ls->bd_at[j]; k < ls->bd_at[j + 1]; k++) {
+        int32_t v = ls->bd[k];
+
+        if (!bits_has(bi, v)) {
+            *dm += p->d->m[v];
+            tb += p->d->t[v];
+        }
+    }
+    *dmv = ls->m[j] - ls->m[i];
+    return ls->t[j] - ls->t[i] - tb; /* T(V' \ ∂(L')) */
+}
+
+static int32_t quantize(const struct dp *p, double t)
+{
+    double q = floor(t * p->scale + 0.5);
+
+    return q < 0 ? 0 : (int32_t)q;
+}
+
+static bool push_point(struct dp *p, struct point pt)
+{
+    if (p->n_pts == p->cap_pts) {
+        size_t cap = p->cap_pts ? 2 * p->cap_pts : 4096;
+        struct point *np = core_realloc(p->al, p->pts, sizeof *np * p->cap_pts,
+                                        sizeof *np * cap);
+
+        if (!np)
+            return false;
+        p->pts = np;
+        p->cap_pts = cap;
+    }
+    p->pts[p->n_pts++] = pt;
+    return true;
+}
+
+/* Runs the DP; the frontier of V is that of the last set. feasibility_only keeps one
+ * point (least m) per set, which decides feasibility at a fraction of the work. */
+static remat_status dp_run(struct dp *p, bool feasibility_only)
+{
+    const struct lsets *ls = p->ls;
+    int32_t n = ls->n, w = ls->words;
+    size_t *best = NULL;
+    int32_t *par_s = NULL, *par_p = NULL;
+    size_t nt = (size_t)p->n_t + 1;
+    remat_status st = REMAT_OK;
+
+    p->n_pts = 0;
+    best = core_calloc(p->al, nt, sizeof *best);
+    par_s = core_calloc(p->al, nt, sizeof *par_s);
+    par_p = core_calloc(p->al, nt, sizeof *par_p);
+    if (!best || !par_s || !par_p)
+        goto nomem;
+    /* ∅ */
+    p->fr_at[0] = 0;
+    p->fr_n[0] = 1;
+    if (!push_point(p, (struct point){0, -1, -1, 0}))
+        goto nomem;
+    for (int32_t j = 1; j < n; j++) {
+        const uint64_t *bj = lsets_bits(ls, j);
+        int32_t lo_t = INT32_MAX, hi_t = -1;
+
+        for (int32_t i = 0; i < j; i++) {
+            size_t dm, dmv, c;
+            int32_t dt, first, cnt = p->fr_n[i];
+            const struct point *fp;
+
+            if (cnt == 0 || ls->size[i] >= ls->size[j])
+                continue;
+            dmv = ls->m[j] - ls->m[i];
+            if (2 * dmv > p->budget || !bits_subset(lsets_bits(ls, i), bj, w))
+                continue;
+            dt = quantize(p, block_t(p, i, j, &dm, &dmv));
+            c = 2 * dmv + ls->m_out[j];
+            if (c > p->budget)
+                continue;
+            fp = p->pts + p->fr_at[i];
+            /* m descends along the frontier: the feasible points are a suffix. */
+            first = 0;
+            {
+                int32_t lo = 0, hi = cnt;
+
+                while (lo < hi) {
+                    int32_t mid = (lo + hi) / 2;
+
+                    if (fp[mid].m + c <= p->budget)
+                        hi = mid;
+                    else
+                        lo = mid + 1;
+                }
+                first = lo;
+            }
+            for (int32_t k = first; k < cnt; k++) {
+                int32_t t = fp[k].t + dt;
+                size_t m = fp[k].m + dm;
+
+                if (feasibility_only)
+                    t = 0;
+                if (t >= p->n_t)
+                    t = p->n_t - 1;
+                if (t < lo_t) {
+                    for (int32_t q = t; q < (lo_t == INT32_MAX ? t + 1 : lo_t); q++)
+                        best[q] = SIZE_MAX;
+                    lo_t = t;
+                }
+                if (t > hi_t) {
+                    for (int32_t q = (hi_t < 0 ? t : hi_t + 1); q <= t; q++)
+                        best[q] = SIZE_MAX;
+                    hi_t = t;
+                }
+                if (m < best[t]) {
+                    best[t] = m;
+                    par_s[t] = i;
+                    par_p[t] = k;
+                }
+            }
+        }
+        p->fr_at[j] = (int32_t)p->n_pts;
+        p->fr_n[j] = 0;
+        if (hi_t < 0)
+            continue;
+        {
+            size_t run = SIZE_MAX;
+
+            for (int32_t t = lo_t; t <= hi_t; t++)
+                if (best[t] < run) {
+                    run = best[t];
+                    if (!push_point(p, (struct point){t, par_s[t], par_p[t], run}))
+                        goto nomem;
+                    p->fr_n[j]++;
+                }
+        }
+        if (p->n_pts > (size_t)INT32_MAX / 2) {
+            st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the DP's frontiers grew past 10^9 points");
+            goto out;
+        }
+    }
+    goto out;
+nomem:
+    st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+out:
+    core_free(p->al, best, sizeof *best * nt);
+    core_free(p->al, par_s, sizeof *par_s * nt);
+    core_free(p->al, par_p, sizeof *par_p * nt);
+    return st;
+}
+
+static remat_status dp_init(struct dp *p, const struct dag *d, const struct lsets *ls,
+                            size_t budget)
+{
+    double total = 0;
+    bool integral = true;
+
+    memset(p, 0, sizeof *p);
+    p->d = d;
+    p->ls = ls;
+    p->al = d->al;
+    p->budget = budget;
+    for (int32_t v = 0; v < d->n; v++) {
+        total += d->t[v];
+        integral = integral && d->t[v] == floor(d->t[v]) && d->t[v] >= 0;
+    }
+    if (integral && total <= 64.0 * d->n) {
+        p->scale = 1;
+    } else {
+        p->scale = total > 0 ? 8.0 * d->n / total : 1;
+        total = 8.0 * d->n;
+    }
+    p->n_t = (int32_t)(total * p->scale) + 2;
+    if (p->scale != 1)
+        p->n_t = (int32_t)total + 2;
+    p->fr_at = core_calloc(p->al, (size_t)ls->n, sizeof *p->fr_at);
+    p->fr_n = core_calloc(p->al, (size_t)ls->n, sizeof *p->fr_n);
+    if (!p->fr_at || !p->fr_n) {
+        core_free(p->al, p->fr_at, sizeof *p->fr_at * (size_t)ls->n);
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+    }
+    return REMAT_OK;
+}
+
+static void dp_fini(struct dp *p)
+{
+    core_free(p->al, p->fr_at, sizeof *p->fr_at * (size_t)p->ls->n);
+    core_free(p->al, p->fr_n, sizeof *p->fr_n * (size_t)p->ls->n);
+    core_free(p->al, p->pts, sizeof *p->pts * p->cap_pts);
+}
+
+remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls, size_t *out)
+{
+    struct dp p;
+    size_t lo = 0, hi = 2 * ls->m[ls->n - 1] + 1;
+    remat_status st;
+
+    /* The single block {V} needs 2 M(V): feasible at hi. Invariant: lo infeasible. */
+    if ((st = dp_init(&p, d, ls, hi)))
+        return st;
+    while (hi - lo > 1 && (double)(hi - lo) > 1e-5 * (double)hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        p.budget = mid;
+        if ((st = dp_run(&p, true)))
+            break;
+        if (p.fr_n[ls->n - 1] > 0)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    dp_fini(&p);
+    *out = hi;
+    return st;
+}
+
+remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
+                           size_t budget, struct chain *c, struct dp_result *res)
+{
+    struct dp p;
+    int32_t set, pt, nb = 0, last = ls->n - 1;
+    int32_t *sets = NULL;
+    double recomputed = 0, total = 0;
+    remat_status st;
+
+    memset(res, 0, sizeof *res);
+    if ((st = dp_init(&p, d, ls, budget)))
+        return st;
+    if ((st = dp_run(&p, false)))
+        goto out;
+    if (p.fr_n[last] == 0)
+        goto out; /* infeasible */
+    res->feasible = true;
+    sets = core_calloc(p.al, (size_t)ls->n + 1, sizeof *sets);
+    if (!sets) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+        goto out;
+    }
+    /* Walk back from V: TC takes the least t, MC the least m. */
+    set = last;
+    pt = memory_centric ? p.fr_n[last] - 1 : 0;
+    while (set > 0) {
+        const struct point *q = &p.pts[p.fr_at[set] + pt];
+
+        sets[nb++] = set;
+        set = q->parent_set;
+        pt = q->parent_pt;
+    }
+    /* sets[nb-1] is L1, sets[0] is V. Blocks, kept nodes and the bound. */
+    c->n_blocks = nb;
+    {
+        size_t cached = 0;
+        int32_t prev = 0;
+
+        for (int32_t b = 1; b <= nb; b++) {
+            int32_t j = sets[nb - b];
+            const uint64_t *bp = lsets_bits(ls, prev), *bj = lsets_bits(ls, j);
+            size_t bound = cached + 2 * (ls->m[j] - ls->m[prev]) + ls->m_out[j];
+
+            res->bound = bound > res->bound ? bound : res->bound;
+            for (int32_t v = 0; v < d->n; v++)
+                if (bits_has(bj, v) && !bits_has(bp, v)) {
+                    c->block[v] = b;
+                    c->kept[v] = false;
+                }
+            for (int32_t k = ls->bd_at[j]; k < ls->bd_at[j + 1]; k++) {
+                int32_t v = ls->bd[k];
+
+                if (!bits_has(bp, v)) {
+                    c->kept[v] = true;
+                    cached += d->m[v];
+                }
+            }
+            prev = j;
+        }
+    }
+    for (int32_t v = 0; v < d->n; v++) {
+        total += d->t[v];
+        recomputed += c->kept[v] ? 0 : d->t[v];
+    }
+    res->overhead = total > 0 ? recomputed / total : 0;
+out:
+    core_free(p.al, sets, sizeof *sets * ((size_t)ls->n + 1));
+    dp_fini(&p);
+    return st;
+}

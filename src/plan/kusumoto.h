@@ -1,0 +1,21 @@
+/*
+ * kusumoto.h - the lower-set DP (exact and approximate, time- and memory-centric).
+ */
+#ifndef REMAT_KUSUMOTO_H
+#define REMAT_KUSUMOTO_H
+
+#include "plan/lowerset.h"
+
+struct dp_result {
+    size_t bound;        /* the DP's peak bound: max over blocks of M(i) */
+    double overhead;     /* the chain's recomputed T (exact, undiscretized) / T(V) */
+    bool feasible;
+};
+
+/* The chain at activation budget B; c->block and c->kept have d->n entries. */
+remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
+                           size_t budget, struct chain *c, struct dp_result *res);
+/* The smallest B at which the DP is feasible (bisection to within 1e-5 relative). */
+remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls, size_t *out);
+
+#endif

@@ -1,0 +1,302 @@
+/*
+ * lowerset.c - enumerating lower sets (approximate and exact families) and their
+ * per-set quantities. A hash table of bitsets removes duplicates.
+ */
+#include "plan/lowerset.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void lsets_fini(struct lsets *ls)
+{
+    const remat_allocator *a = ls->al;
+
+    core_free(a, ls->bits, sizeof *ls->bits * ls->cap * (size_t)ls->words);
+    core_free(a, ls->size, sizeof *ls->size * ls->cap);
+    core_free(a, ls->m, sizeof *ls->m * ls->cap);
+    core_free(a, ls->t, sizeof *ls->t * ls->cap);
+    core_free(a, ls->m_out, sizeof *ls->m_out * ls->cap);
+    core_free(a, ls->bd_at, sizeof *ls->bd_at * (ls->cap + 1));
+    core_free(a, ls->bd, sizeof *ls->bd * ls->bd_cap);
+    memset(ls, 0, sizeof *ls);
+}
+
+/* Open-addressing set of bitsets (indices into ls->bits). */
+struct htab {
+    int32_t *slot;             /* -1 empty */
+    size_t cap;
+};
+
+static bool grow_sets(struct lsets *ls, size_t need)
+{
+    size_t cap = ls->cap ? ls->cap : 64, w = (size_t)ls->words;
+    uint64_t *b;
+    int32_t *sz;
+
+    if (need <= ls->cap)
+        return true;
+    while (cap < need)
+        cap *= 2;
+    b = core_realloc(ls->al, ls->bits, sizeof *b * ls->cap * w, sizeof *b * cap * w);
+    if (!b)
+        return false;
+    ls->bits = b;
+    sz = core_realloc(ls->al, ls->size, sizeof *sz * ls->cap, sizeof *sz * cap);
+    if (!sz)
+        return false;
+    ls->size = sz;
+    ls->cap = cap;
+    return true;
+}
+
+static bool htab_grow(const remat_allocator *a, struct htab *h, const struct lsets *ls)
+{
+    size_t cap = h->cap ? 2 * h->cap : 1024;
+    int32_t *s = core_alloc(a, sizeof *s * cap);
+
+    if (!s)
+        return false;
+    for (size_t i = 0; i < cap; i++)
+        s[i] = -1;
+    for (size_t i = 0; i < h->cap; i++)
+        if (h->slot[i] >= 0) {
+            size_t k = bits_hash(lsets_bits(ls, h->slot[i]), ls->words) & (cap - 1);
+
+            while (s[k] >= 0)
+                k = (k + 1) & (cap - 1);
+            s[k] = h->slot[i];
+        }
+    core_free(a, h->slot, sizeof *h->slot * h->cap);
+    h->slot = s;
+    h->cap = cap;
+    return true;
+}
+
+/* Adds the bitset b (if new); *added tells. REMAT_ERR_NOMEM on failure. */
+static remat_status add_set(struct lsets *ls, struct htab *h, const uint64_t *b, bool *added)
+{
+    size_t k;
+
+    *added = false;
+    if ((size_t)ls->n * 2 + 2 > h->cap && !htab_grow(ls->al, h, ls))
+        goto nomem;
+    k = bits_hash(b, ls->words) & (h->cap - 1);
+    while (h->slot[k] >= 0) {
+        if (!memcmp(lsets_bits(ls, h->slot[k]), b, sizeof *b * (size_t)ls->words))
+            return REMAT_OK;
+        k = (k + 1) & (h->cap - 1);
+    }
+    if (!grow_sets(ls, (size_t)ls->n + 1))
+        goto nomem;
+    memcpy(ls->bits + (size_t)ls->n * (size_t)ls->words, b, sizeof *b * (size_t)ls->words);
+    ls->size[ls->n] = bits_count(b, ls->words);
+    h->slot[k] = ls->n++;
+    *added = true;
+    return REMAT_OK;
+nomem:
+    return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets (%d so far)",
+                      ls->n);
+}
+
+static remat_status enum_approx(const struct dag *d, struct lsets *ls, struct htab *h)
+{
+    size_t w = (size_t)ls->words;
+    uint64_t *anc = core_calloc(ls->al, (size_t)d->n * w + w, sizeof *anc);
+    remat_status st = REMAT_OK;
+    bool added;
+
+    if (!anc)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets");
+    /* anc + n*w is all zeros: ∅. */
+    if ((st = add_set(ls, h, anc + (size_t)d->n * w, &added)))
+        goto out;
+    for (int32_t v = 0; v < d->n; v++) {
+        uint64_t *av = anc + (size_t)v * w;
+
+        for (int32_t e = d->pred_at[v]; e < d->pred_at[v + 1]; e++) {
+            const uint64_t *au = anc + (size_t)d->pred[e] * w;
+
+            for (size_t k = 0; k < w; k++)
+                av[k] |= au[k];
+        }
+        bits_set(av, v);
+        if ((st = add_set(ls, h, av, &added)))
+            goto out;
+    }
+    for (int32_t v = 0; v < d->n; v++) /* V */
+        bits_set(anc, v);
+    st = add_set(ls, h, anc, &added);
+out:
+    core_free(ls->al, anc, sizeof *anc * ((size_t)d->n * w + w));
+    return st;
+}
+
+/* Breadth-first over the lattice: each set's extensions by one node whose predecessors
+ * are all inside it. */
+static remat_status enum_exact(const struct dag *d, struct lsets *ls, struct htab *h,
+                               int64_t max_sets)
+{
+    size_t w = (size_t)ls->words;
+    uint64_t *b = core_calloc(ls->al, w, sizeof *b);
+    remat_status st;
+    bool added;
+
+    if (!b)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets");
+    if ((st = add_set(ls, h, b, &added)))
+        goto out;
+    for (int32_t i = 0; i < ls->n; i++) {
+        for (int32_t v = 0; v < d->n; v++) {
+            bool ok;
+
+            memcpy(b, lsets_bits(ls, i), sizeof *b * w);
+            ok = !bits_has(b, v);
+            for (int32_t e = d->pred_at[v]; ok && e < d->pred_at[v + 1]; e++)
+                ok = bits_has(b, d->pred[e]);
+            if (!ok)
+                continue;
+            bits_set(b, v);
+            if ((st = add_set(ls, h, b, &added)))
+                goto out;
+            if (ls->n > max_sets) {
+                st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the graph has more than %lld lower "
+                                "sets: the exact DP would not finish; use approx-tc or "
+                                "approx-mc", (long long)max_sets);
+                goto out;
+            }
+        }
+    }
+out:
+    core_free(ls->al, b, sizeof *b * w);
+    return st;
+}
+
+static const struct lsets *sort_ctx;
+
+static int cmp_size(const void *x, const void *y)
+{
+    int32_t i = *(const int32_t *)x, j = *(const int32_t *)y;
+
+    if (sort_ctx->size[i] != sort_ctx->size[j])
+        return sort_ctx->size[i] < sort_ctx->size[j] ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+/* Sorts the sets by size (ties: creation order) and fills the per-set quantities. */
+static remat_status finish(const struct dag *d, struct lsets *ls)
+{
+    const remat_allocator *a = ls->al;
+    size_t w = (size_t)ls->words, n = (size_t)ls->n, nb = 0;
+    int32_t *perm = core_calloc(a, n, sizeof *perm), *mark = NULL;
+    uint64_t *bits = core_calloc(a, ls->cap * w, sizeof *bits);
+    int32_t *size = core_calloc(a, ls->cap, sizeof *size);
+    remat_status st = REMAT_OK;
+
+    if (!perm || !bits || !size)
+        goto nomem;
+    for (size_t i = 0; i < n; i++)
+        perm[i] = (int32_t)i;
+    sort_ctx = ls;
+    qsort(perm, n, sizeof *perm, cmp_size);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(bits + i * w, lsets_bits(ls, perm[i]), sizeof *bits * w);
+        size[i] = ls->size[perm[i]];
+    }
+    core_free(a, ls->bits, sizeof *ls->bits * ls->cap * w);
+    core_free(a, ls->size, sizeof *ls->size * ls->cap);
+    ls->bits = bits;
+    ls->size = size;
+    bits = NULL;
+    size = NULL;
+
+    ls->m = core_calloc(a, ls->cap, sizeof *ls->m);
+    ls->t = core_calloc(a, ls->cap, sizeof *ls->t);
+    ls->m_out = core_calloc(a, ls->cap, sizeof *ls->m_out);
+    ls->bd_at = core_calloc(a, ls->cap + 1, sizeof *ls->bd_at);
+    mark = core_calloc(a, 2 * (size_t)d->n + 1, sizeof *mark);
+    if (!ls->m || !ls->t || !ls->m_out || !ls->bd_at || !mark)
+        goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *b = lsets_bits(ls, (int32_t)i);
+
+        for (int32_t v = 0; v < d->n; v++) {
+            bool in = bits_has(b, v), out_succ = false;
+
+            for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1] && in; e++)
+                out_succ = out_succ || !bits_has(b, d->succ[e]);
+            nb += out_succ;
+        }
+    }
+    ls->bd_cap = nb + 1;
+    ls->bd = core_calloc(a, ls->bd_cap, sizeof *ls->bd);
+    if (!ls->bd)
+        goto nomem;
+    nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *b = lsets_bits(ls, (int32_t)i);
+        int32_t stamp = (int32_t)i + 1;
+
+        ls->bd_at[i] = (int32_t)nb;
+        for (int32_t v = 0; v < d->n; v++) {
+            bool out_succ = false;
+
+            if (!bits_has(b, v))
+                continue;
+            ls->m[i] += d->m[v];
+            ls->t[i] += d->t[v];
+            for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1]; e++) {
+                int32_t s = d->succ[e];
+
+                if (bits_has(b, s))
+                    continue;
+                out_succ = true;
+                if (mark[s] == stamp)
+                    continue;
+                mark[s] = stamp; /* s ∈ δ+(L) */
+                ls->m_out[i] += d->m[s];
+            }
+            if (out_succ)
+                ls->bd[nb++] = v;
+        }
+        /* δ−(δ+(L)) \ L: the other predecessors of the successors. */
+        for (int32_t s = 0; s < d->n; s++) {
+            if (mark[s] != stamp)
+                continue;
+            for (int32_t e = d->pred_at[s]; e < d->pred_at[s + 1]; e++) {
+                int32_t u = d->pred[e];
+
+                if (!bits_has(b, u) && mark[d->n + u] != stamp) {
+                    mark[d->n + u] = stamp; /* counted even when u ∈ δ+(L) too */
+                    ls->m_out[i] += d->m[u];
+                }
+            }
+        }
+    }
+    ls->bd_at[n] = (int32_t)nb;
+    goto out;
+nomem:
+    st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory measuring lower sets");
+out:
+    core_free(a, perm, sizeof *perm * n);
+    core_free(a, bits, sizeof *bits * ls->cap * w);
+    core_free(a, size, sizeof *size * ls->cap);
+    core_free(a, mark, sizeof *mark * (2 * (size_t)d->n + 1));
+    return st;
+}
+
+remat_status lsets_build(const struct dag *d, bool exact, int64_t max_sets, struct lsets *ls)
+{
+    struct htab h = {NULL, 0};
+    remat_status st;
+
+    memset(ls, 0, sizeof *ls);
+    ls->al = d->al;
+    ls->words = d->words > 0 ? d->words : 1;
+    st = exact ? enum_exact(d, ls, &h, max_sets) : enum_approx(d, ls, &h);
+    core_free(ls->al, h.slot, sizeof *h.slot * h.cap);
+    if (!st)
+        st = finish(d, ls);
+    if (st)
+        lsets_fini(ls);
+    return st;
+}

@@ -1,0 +1,39 @@
+/*
+ * lowerset.h - families of lower sets of the planners' graph (a lower set L has no
+ * edge from outside L into L), with what the DP of Kusumoto et al. needs of each:
+ * M(L), T(L), the boundary ∂(L) (nodes of L with a successor outside L) and
+ * M(δ+(L)) + M(δ−(δ+(L)) \ L) (the successors of L, and their other predecessors).
+ *
+ * The approximate family is {∅, V} and the ancestor closure of every node (at most
+ * n + 2 sets); the exact family is every lower set (can be exponential; capped).
+ * Sets are sorted by size, so every subset of a set comes before it.
+ */
+#ifndef REMAT_LOWERSET_H
+#define REMAT_LOWERSET_H
+
+#include "plan/dag.h"
+
+struct lsets {
+    int32_t n;                 /* number of sets */
+    int words;
+    uint64_t *bits;            /* n x words */
+    int32_t *size;
+    size_t *m;                 /* M(L) */
+    double *t;                 /* T(L) */
+    size_t *m_out;             /* M(δ+(L)) + M(δ−(δ+(L)) \ L) */
+    int32_t *bd_at, *bd;       /* boundary nodes, CSR */
+    size_t cap, bd_cap;
+    const remat_allocator *al;
+};
+
+static inline const uint64_t *lsets_bits(const struct lsets *ls, int32_t i)
+{
+    return ls->bits + (size_t)i * (size_t)ls->words;
+}
+
+/* exact: every lower set (REMAT_ERR_UNSUPPORTED past max_sets); else the approximate
+ * family. */
+remat_status lsets_build(const struct dag *d, bool exact, int64_t max_sets, struct lsets *ls);
+void lsets_fini(struct lsets *ls);
+
+#endif

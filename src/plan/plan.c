@@ -1,0 +1,165 @@
+/*
+ * plan.c - remat_plan: budgets (totals minus resident bytes), the strategy table and
+ * the search for the smallest feasible budget.
+ */
+#include "plan/kusumoto.h"
+#include "plan/planners.h"
+#include "plan/schedule.h"
+
+#include <string.h>
+#include <time.h>
+
+static const char *const names[] = {
+#define REMAT_X_NAME(e, s) s,
+    REMAT_STRATEGIES(REMAT_X_NAME)
+#undef REMAT_X_NAME
+};
+_Static_assert(REMAT_ARRAY_LEN(names) == REMAT_STRATEGY_COUNT, "strategy names");
+
+const char *remat_strategy_name(remat_strategy s)
+{
+    return (unsigned)s < REMAT_STRATEGY_COUNT ? names[s] : "unknown";
+}
+
+remat_strategy remat_strategy_from_name(const char *name)
+{
+    for (int i = 0; name && i < REMAT_STRATEGY_COUNT; i++)
+        if (!strcmp(name, names[i]))
+            return (remat_strategy)i;
+    return REMAT_STRATEGY_COUNT;
+}
+
+static double seconds(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+remat_status planner_sim_peak(const remat_tgraph *tg, const remat_schedule *s, size_t *peak)
+{
+    remat_sim_result r;
+    remat_status st = remat_sim_run(tg, s, &r);
+
+    *peak = st ? SIZE_MAX : r.activation_peak_bytes;
+    return st;
+}
+
+/* The DP strategies: build the graph and the lower sets once, then plan (and search
+ * the minimum budget when asked or when the budget is infeasible). */
+static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
+                            remat_schedule **out, remat_plan_info *info)
+{
+    bool exact = o->strategy == REMAT_STRATEGY_EXACT_TC || o->strategy == REMAT_STRATEGY_EXACT_MC;
+    bool mc = o->strategy == REMAT_STRATEGY_APPROX_MC || o->strategy == REMAT_STRATEGY_EXACT_MC;
+    struct dag d;
+    struct lsets ls;
+    struct chain c = {0, NULL, NULL};
+    struct dp_result res;
+    remat_status st;
+
+    if ((st = dag_build(tg, &d)))
+        return st;
+    if ((st = lsets_build(&d, exact, o->max_lower_sets ? o->max_lower_sets : 2000000, &ls)))
+        goto out_dag;
+    info->n_lower_sets = ls.n;
+    c.block = core_calloc(d.al, (size_t)d.n + 1, sizeof *c.block);
+    c.kept = core_calloc(d.al, (size_t)d.n + 1, sizeof *c.kept);
+    if (!c.block || !c.kept) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+        goto out;
+    }
+    if (o->budget_min && (st = kusumoto_min_budget(&d, &ls, budget)))
+        goto out;
+    if ((st = kusumoto_plan(&d, &ls, mc, *budget, &c, &res)))
+        goto out;
+    if (!res.feasible) {
+        size_t min_b = 0;
+
+        if (!(st = kusumoto_min_budget(&d, &ls, &min_b)))
+            st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan fits an activation budget of "
+                            "%zu bytes; the smallest that fits is %zu bytes (%zu in total "
+                            "with the resident %zu)", remat_strategy_name(o->strategy),
+                            *budget, min_b, min_b + tg->resident_bytes, tg->resident_bytes);
+        goto out;
+    }
+    info->dp_bound_bytes = res.bound;
+    info->n_blocks = c.n_blocks;
+    info->overhead_bound = res.overhead;
+    st = chain_lower(tg, &d, &c, out);
+out:
+    core_free(d.al, c.block, sizeof *c.block * ((size_t)d.n + 1));
+    core_free(d.al, c.kept, sizeof *c.kept * ((size_t)d.n + 1));
+    lsets_fini(&ls);
+out_dag:
+    dag_fini(&d);
+    return st;
+}
+
+remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_schedule **out,
+                        remat_plan_info *info)
+{
+    remat_plan_info dummy;
+    remat_plan_opts opts = {0};
+    size_t budget, peak;
+    double t0 = seconds();
+    remat_status st;
+
+    if (!out)
+        return REMAT_FAIL(REMAT_ERR_ARG, "no place for the schedule");
+    *out = NULL;
+    if (!tg)
+        return REMAT_FAIL(REMAT_ERR_ARG, "no training graph");
+    if (o)
+        opts = *o;
+    if (!info)
+        info = &dummy;
+    memset(info, 0, sizeof *info);
+    if ((unsigned)opts.strategy >= REMAT_STRATEGY_COUNT)
+        return REMAT_FAIL(REMAT_ERR_ARG, "unknown strategy %d", (int)opts.strategy);
+    if (opts.budget_bytes && !opts.budget_min && opts.budget_bytes <= tg->resident_bytes)
+        return REMAT_FAIL(REMAT_ERR_INFEASIBLE, "the budget of %zu bytes does not even hold "
+                          "the resident %zu bytes (parameters, their gradients and momentum, "
+                          "inputs)", opts.budget_bytes, tg->resident_bytes);
+    budget = opts.budget_bytes && !opts.budget_min ? opts.budget_bytes - tg->resident_bytes
+                                                   : SIZE_MAX / 4;
+    switch (opts.strategy) {
+    case REMAT_STRATEGY_NONE:
+        st = remat_plan_none(tg, out);
+        break;
+    case REMAT_STRATEGY_APPROX_TC:
+    case REMAT_STRATEGY_APPROX_MC:
+    case REMAT_STRATEGY_EXACT_TC:
+    case REMAT_STRATEGY_EXACT_MC:
+        st = plan_dp(tg, &opts, &budget, out, info);
+        break;
+    default:
+        st = planner_other(tg, &opts, &budget, out, info);
+        break;
+    }
+    if (st)
+        goto fail;
+    /* Every plan is measured by the simulator; a plan above its budget is refused. */
+    if ((st = planner_sim_peak(tg, *out, &peak)))
+        goto fail;
+    if (opts.strategy == REMAT_STRATEGY_NONE && opts.budget_min)
+        budget = peak;
+    if (peak > budget) {
+        st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: the plan's simulated peak of %zu bytes is "
+                        "above the activation budget of %zu bytes (the smallest budget for "
+                        "this strategy is %zu bytes in total)", remat_strategy_name(opts.strategy),
+                        peak, budget, peak + tg->resident_bytes);
+        goto fail;
+    }
+    info->activation_budget_bytes = budget;
+    info->budget_bytes = budget >= SIZE_MAX / 4 ? 0 : budget + tg->resident_bytes;
+    info->feasible = true;
+    info->plan_seconds = seconds() - t0;
+    return REMAT_OK;
+fail:
+    remat_schedule_free(*out);
+    *out = NULL;
+    info->plan_seconds = seconds() - t0;
+    return st;
+}
