@@ -83,12 +83,58 @@ static bool push_point(struct dp *p, struct point pt)
     return true;
 }
 
-/* Runs the DP; the frontier of V is that of the last set. feasibility_only keeps one
- * point (least m) per set, which decides feasibility at a fraction of the work. */
-static remat_status dp_run(struct dp *p, bool feasibility_only)
+enum dp_mode {
+    DP_FRONTIER, /* the Pareto frontier of (t, m) per set: time-centric */
+    DP_MIN_M,    /* one state per set, least (m, t): memory-centric and feasibility */
+    DP_MIN_T,    /* one state per set, least (t, m): a quick time-centric upper bound */
+};
+
+/* Block quantities of the pair (i, j); false when the block alone breaks the budget
+ * or L_i is not a subset of L_j. */
+static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t *dt, size_t *dm,
+                              size_t *c)
 {
     const struct lsets *ls = p->ls;
-    int32_t n = ls->n, w = ls->words;
+    size_t dmv = ls->m[j] - ls->m[i];
+
+    if (ls->size[i] >= ls->size[j] || 2 * dmv > p->budget ||
+        !bits_subset(lsets_bits(ls, i), lsets_bits(ls, j), ls->words))
+        return false;
+    *dt = quantize(p, block_t(p, i, j, dm, &dmv));
+    *c = 2 * dmv + ls->m_out[j];
+    return *c <= p->budget;
+}
+
+/*
+ * lb[i]: the least overhead from L_i to V over transitions whose block fits the budget
+ * (memory carried over ignored), so t + lb[i] bounds every chain through (L_i, t).
+ */
+static void dp_lower_bounds(const struct dp *p, int32_t *lb)
+{
+    const struct lsets *ls = p->ls;
+
+    for (int32_t i = ls->n - 1; i >= 0; i--) {
+        lb[i] = i == ls->n - 1 ? 0 : INT32_MAX;
+        for (int32_t j = i + 1; j < ls->n && i < ls->n - 1; j++) {
+            int32_t dt;
+            size_t dm, c;
+
+            if (lb[j] == INT32_MAX || !pair_block(p, i, j, &dt, &dm, &c))
+                continue;
+            if (dt + lb[j] < lb[i])
+                lb[i] = dt + lb[j];
+        }
+    }
+}
+
+/*
+ * Runs the DP; the states of V are those of the last set. In DP_FRONTIER mode, with lb
+ * and ub given, states that cannot lead to an overhead of at most ub are dropped.
+ */
+static remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t ub)
+{
+    const struct lsets *ls = p->ls;
+    int32_t n = ls->n;
     size_t *best = NULL;
     int32_t *par_s = NULL, *par_p = NULL;
     size_t nt = (size_t)p->n_t + 1;
@@ -100,32 +146,36 @@ static remat_status dp_run(struct dp *p, bool feasibility_only)
     par_p = core_calloc(p->al, nt, sizeof *par_p);
     if (!best || !par_s || !par_p)
         goto nomem;
-    /* ∅ */
     p->fr_at[0] = 0;
     p->fr_n[0] = 1;
     if (!push_point(p, (struct point){0, -1, -1, 0}))
         goto nomem;
     for (int32_t j = 1; j < n; j++) {
-        const uint64_t *bj = lsets_bits(ls, j);
-        int32_t lo_t = INT32_MAX, hi_t = -1;
+        struct point one = {INT32_MAX, -1, -1, SIZE_MAX};
+        bool any = false;
 
+        if (mode == DP_FRONTIER)
+            for (size_t q = 0; q < nt; q++)
+                best[q] = SIZE_MAX;
         for (int32_t i = 0; i < j; i++) {
-            size_t dm, dmv, c;
-            int32_t dt, first, cnt = p->fr_n[i];
             const struct point *fp;
+            int32_t dt, first, cnt = p->fr_n[i];
+            size_t dm, c;
 
-            if (cnt == 0 || ls->size[i] >= ls->size[j])
-                continue;
-            dmv = ls->m[j] - ls->m[i];
-            if (2 * dmv > p->budget || !bits_subset(lsets_bits(ls, i), bj, w))
-                continue;
-            dt = quantize(p, block_t(p, i, j, &dm, &dmv));
-            c = 2 * dmv + ls->m_out[j];
-            if (c > p->budget)
+            if (cnt == 0 || !pair_block(p, i, j, &dt, &dm, &c))
                 continue;
             fp = p->pts + p->fr_at[i];
+            if (mode != DP_FRONTIER) {
+                struct point q = {fp[0].t + dt, i, 0, fp[0].m + dm};
+
+                if (fp[0].m + c > p->budget)
+                    continue;
+                if (mode == DP_MIN_M ? (q.m < one.m || (q.m == one.m && q.t < one.t))
+                                     : (q.t < one.t || (q.t == one.t && q.m < one.m)))
+                    one = q;
+                continue;
+            }
             /* m descends along the frontier: the feasible points are a suffix. */
-            first = 0;
             {
                 int32_t lo = 0, hi = cnt;
 
@@ -143,35 +193,34 @@ static remat_status dp_run(struct dp *p, bool feasibility_only)
                 int32_t t = fp[k].t + dt;
                 size_t m = fp[k].m + dm;
 
-                if (feasibility_only)
-                    t = 0;
                 if (t >= p->n_t)
                     t = p->n_t - 1;
-                if (t < lo_t) {
-                    for (int32_t q = t; q < (lo_t == INT32_MAX ? t + 1 : lo_t); q++)
-                        best[q] = SIZE_MAX;
-                    lo_t = t;
-                }
-                if (t > hi_t) {
-                    for (int32_t q = (hi_t < 0 ? t : hi_t + 1); q <= t; q++)
-                        best[q] = SIZE_MAX;
-                    hi_t = t;
-                }
+                if (lb && (lb[j] == INT32_MAX || t + lb[j] > ub))
+                    break; /* t only grows along the frontier */
                 if (m < best[t]) {
                     best[t] = m;
                     par_s[t] = i;
                     par_p[t] = k;
+                    any = true;
                 }
             }
         }
         p->fr_at[j] = (int32_t)p->n_pts;
         p->fr_n[j] = 0;
-        if (hi_t < 0)
+        if (mode != DP_FRONTIER) {
+            if (one.parent_set >= 0) {
+                if (!push_point(p, one))
+                    goto nomem;
+                p->fr_n[j] = 1;
+            }
+            continue;
+        }
+        if (!any)
             continue;
         {
             size_t run = SIZE_MAX;
 
-            for (int32_t t = lo_t; t <= hi_t; t++)
+            for (int32_t t = 0; t < p->n_t; t++)
                 if (best[t] < run) {
                     run = best[t];
                     if (!push_point(p, (struct point){t, par_s[t], par_p[t], run}))
@@ -247,7 +296,7 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls, si
         size_t mid = lo + (hi - lo) / 2;
 
         p.budget = mid;
-        if ((st = dp_run(&p, true)))
+        if ((st = dp_run(&p, DP_MIN_M, NULL, 0)))
             break;
         if (p.fr_n[ls->n - 1] > 0)
             hi = mid;
@@ -264,17 +313,45 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
 {
     struct dp p;
     int32_t set, pt, nb = 0, last = ls->n - 1;
-    int32_t *sets = NULL;
+    int32_t *sets = NULL, *lb = NULL;
     double recomputed = 0, total = 0;
     remat_status st;
 
     memset(res, 0, sizeof *res);
     if ((st = dp_init(&p, d, ls, budget)))
         return st;
-    if ((st = dp_run(&p, false)))
+    /* Memory-centric: the least cached memory at V (then the least overhead), which is
+     * the last point of V's Pareto frontier; one state per set finds it exactly, since
+     * transitions add the same (t, m) to every state and allow the smaller m first. */
+    if ((st = dp_run(&p, DP_MIN_M, NULL, 0)))
         goto out;
     if (p.fr_n[last] == 0)
         goto out; /* infeasible */
+    if (!memory_centric) {
+        /* Time-centric: bound the least overhead from above by two feasible chains (the
+         * memory-centric one and the greedy least-(t, m) one) and from below per set, so
+         * the frontier keeps only states that can still reach the optimum. */
+        int32_t ub = p.pts[p.fr_at[last]].t;
+
+        lb = core_calloc(p.al, (size_t)ls->n, sizeof *lb);
+        if (!lb) {
+            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+            goto out;
+        }
+        if ((st = dp_run(&p, DP_MIN_T, NULL, 0)))
+            goto out;
+        if (p.fr_n[last] > 0 && p.pts[p.fr_at[last]].t < ub)
+            ub = p.pts[p.fr_at[last]].t;
+        dp_lower_bounds(&p, lb);
+        /* Deepening: a small bound prunes hard; double it until a chain fits under it. */
+        for (int32_t guess = lb[0] > 0 ? lb[0] : 1;; guess = guess > ub / 2 ? ub : 2 * guess) {
+            if ((st = dp_run(&p, DP_FRONTIER, lb, guess < ub ? guess : ub)))
+                goto out;
+            if (p.fr_n[last] > 0)
+                break;
+            REMAT_ASSERT(guess < ub);
+        }
+    }
     res->feasible = true;
     sets = core_calloc(p.al, (size_t)ls->n + 1, sizeof *sets);
     if (!sets) {
@@ -283,7 +360,7 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
     }
     /* Walk back from V: TC takes the least t, MC the least m. */
     set = last;
-    pt = memory_centric ? p.fr_n[last] - 1 : 0;
+    pt = 0; /* MC: the single least-(m, t) state; TC: the frontier's least t */
     while (set > 0) {
         const struct point *q = &p.pts[p.fr_at[set] + pt];
 
@@ -326,6 +403,7 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
     res->overhead = total > 0 ? recomputed / total : 0;
 out:
     core_free(p.al, sets, sizeof *sets * ((size_t)ls->n + 1));
+    core_free(p.al, lb, sizeof *lb * (size_t)ls->n);
     dp_fini(&p);
     return st;
 }
