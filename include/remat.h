@@ -219,6 +219,7 @@ int32_t remat_tgraph_n_values(const remat_tgraph *tg);   /* every value, params 
 int32_t remat_tgraph_n_planned(const remat_tgraph *tg);  /* |V|: values the plan controls */
 int32_t remat_tgraph_n_ops(const remat_tgraph *tg);
 int64_t remat_tgraph_n_params(const remat_tgraph *tg);
+size_t remat_tgraph_resident_bytes(const remat_tgraph *tg);
 double remat_tgraph_forward_flops(const remat_tgraph *tg);
 /* True when the forward op order is the file's record order, which in the dumps is not
  * a topological order (see docs/formats.md). */

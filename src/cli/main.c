@@ -12,6 +12,7 @@ static const struct {
 } commands[] = {
     {"zoo", cmd_zoo, "list the built-in models"},
     {"plan", cmd_plan, "plan a training step and simulate its memory"},
+    {"compare", cmd_compare, "run every planning strategy on a model, in one table"},
 };
 
 static void usage(FILE *f)

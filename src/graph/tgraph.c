@@ -92,6 +92,11 @@ int64_t remat_tgraph_n_params(const remat_tgraph *tg)
     return tg->n_params;
 }
 
+size_t remat_tgraph_resident_bytes(const remat_tgraph *tg)
+{
+    return tg->resident_bytes;
+}
+
 double remat_tgraph_forward_flops(const remat_tgraph *tg)
 {
     return tg->forward_flops;

@@ -3,9 +3,28 @@
  */
 #include "plan/planners.h"
 
+/* The optimal MILP on the planners' graph; it does not search a budget. */
+static remat_status run_optimal(const remat_tgraph *tg, const remat_plan_opts *o,
+                                size_t budget, remat_schedule **out, remat_plan_info *info)
+{
+    struct dag d;
+    remat_status st;
+
+    if (o->budget_min)
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "strategy optimal does not search the "
+                          "smallest budget: give a budget in bytes");
+    if ((st = dag_build(tg, &d)))
+        return st;
+    st = plan_optimal(tg, &d, budget, o->time_limit > 0 ? o->time_limit : 60, out, info);
+    dag_fini(&d);
+    return st;
+}
+
 remat_status planner_other(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
                            remat_schedule **out, remat_plan_info *info)
 {
+    if (o->strategy == REMAT_STRATEGY_OPTIMAL)
+        return run_optimal(tg, o, *budget, out, info);
     (void)tg;
     (void)budget;
     (void)out;

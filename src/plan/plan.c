@@ -97,6 +97,23 @@ out_dag:
     return st;
 }
 
+/* Chen's and SuperNeurons' planners on the planners' graph. */
+static remat_status plan_heuristic(const remat_tgraph *tg, const remat_plan_opts *o,
+                                   size_t budget, remat_schedule **out, remat_plan_info *info)
+{
+    struct dag d;
+    remat_status st;
+
+    if ((st = dag_build(tg, &d)))
+        return st;
+    if (o->strategy == REMAT_STRATEGY_SUPERNEURONS)
+        st = plan_superneurons(tg, &d, budget, out, info);
+    else
+        st = plan_chen(tg, &d, o->strategy == REMAT_STRATEGY_CHEN_GREEDY, budget, out, info);
+    dag_fini(&d);
+    return st;
+}
+
 remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_schedule **out,
                         remat_plan_info *info)
 {
@@ -134,6 +151,12 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     case REMAT_STRATEGY_EXACT_MC:
         st = plan_dp(tg, &opts, &budget, out, info);
         break;
+    case REMAT_STRATEGY_CHEN_SQRTN:
+    case REMAT_STRATEGY_CHEN_GREEDY:
+    case REMAT_STRATEGY_SUPERNEURONS:
+        /* With budget min, a budget of 0 makes them take their least-peak variant. */
+        st = plan_heuristic(tg, &opts, opts.budget_min ? 0 : budget, out, info);
+        break;
     default:
         st = planner_other(tg, &opts, &budget, out, info);
         break;
@@ -143,8 +166,8 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     /* Every plan is measured by the simulator; a plan above its budget is refused. */
     if ((st = planner_sim_peak(tg, *out, &peak)))
         goto fail;
-    if (opts.strategy == REMAT_STRATEGY_NONE && opts.budget_min)
-        budget = peak;
+    if (opts.budget_min && budget >= SIZE_MAX / 4)
+        budget = peak; /* strategies without a budget search: their peak is their minimum */
     if (peak > budget) {
         st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: the plan's simulated peak of %zu bytes is "
                         "above the activation budget of %zu bytes (the smallest budget for "

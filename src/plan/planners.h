@@ -12,6 +12,33 @@
  * budget write it back. */
 remat_status planner_other(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
                            remat_schedule **out, remat_plan_info *info);
+/*
+ * The Checkmate MILP (Jain et al., MLSys 2020) over the planners' graph, solved with
+ * GLPK within time_limit seconds: the schedule of least recomputation cost whose
+ * memory stays within budget (activation bytes). REMAT_ERR_UNSUPPORTED when the graph
+ * is too large for it (the message says the limit), REMAT_ERR_INFEASIBLE when no
+ * schedule fits. Fills info->optimality_gap (0 when proven optimal) and
+ * info->dp_bound_bytes (the MILP's own memory bound).
+ */
+remat_status plan_optimal(const remat_tgraph *tg, const struct dag *d, size_t budget,
+                          double time_limit, remat_schedule **out, remat_plan_info *info);
+
+/* Chen et al. 2016 over single-node cuts: √n segments of equal memory, or greedy
+ * segments under a searched threshold (the least overhead under budget, else the
+ * least peak). */
+remat_status plan_chen(const remat_tgraph *tg, const struct dag *d, bool greedy, size_t budget,
+                       remat_schedule **out, remat_plan_info *info);
+/* SuperNeurons' cost-aware recomputation: convolution and linear outputs are kept, the
+ * rest recomputed from them for the backward, once per segment (speed-centric) or
+ * before each backward step (memory-centric) when the first does not fit. */
+remat_status plan_superneurons(const remat_tgraph *tg, const struct dag *d, size_t budget,
+                               remat_schedule **out, remat_plan_info *info);
+/* Lowering from a set of kept nodes: forward everything, then the backward in reverse
+ * topological order, recomputing what a step reads from kept (or still cached) values;
+ * memory_centric drops the recomputed values after each backward step. */
+remat_status lower_keep(const remat_tgraph *tg, const struct dag *d, const bool *kept,
+                        bool memory_centric, remat_schedule **out);
+
 /* The simulated activation peak of a schedule (SIZE_MAX when it is invalid). */
 remat_status planner_sim_peak(const remat_tgraph *tg, const remat_schedule *s, size_t *peak);
 

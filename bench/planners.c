@@ -1,0 +1,266 @@
+/*
+ * planners.c - every planner on the authors' seven graph dumps (Kusumoto cost) against
+ * the figures of the authors' own solver, on the zoo's seven networks at the paper's
+ * settings, and planning times. Prints markdown tables.
+ *
+ * The authors' figures below are their solver's, as published with the graphs (bytes;
+ * GB = 10^9 bytes): the approximate DP's minimum budget, its time- and memory-centric
+ * peaks at that budget, the exact DP's minimum budget and peaks, and Chen's √n peak.
+ */
+#include "remat.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const struct authors {
+    const char *file;
+    double approx_min, approx_tc, approx_mc, exact_min, exact_tc, exact_mc, chen;
+} authors[] = {
+    {"cg_resnet50.txt", 1310300253, 1315704864, 1098362912, 1284744337, 1301188640,
+     1249808416, 1230174240},
+    {"cg_resnet152.txt", 1464398611, 1463423008, 1433051168, 1464398611, 1481019424,
+     1413783584, 1472995360},
+    {"cg_vgg19.txt", 2107110823, 2613227552, 2569195552, 2107110823, 2613227552, 2569195552,
+     2312294432},
+    {"cg_densenet.txt", 1676856002, 1673638944, 1506338592, 1676856002, 1673638944,
+     1506338592, 1598096544},
+    {"cg_googlenet.txt", 488124483, 494888992, 464057632, 489e6, 515e6, 464e6, 605383264},
+    {"cg_unet.txt", 5784874113, 5467923976, 4465665544, 5717742155, 5390600200, 5092427272,
+     7808796168},
+    {"cg_pspnet.txt", 1227148169, 1247462860, 1247448524, 1231e6, 1306e6, 1281e6,
+     1771816612},
+};
+
+struct result {
+    bool ok;
+    size_t budget, peak; /* activation budget B and simulated peak */
+    double overhead, seconds;
+};
+
+static double now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static struct result run(const remat_tgraph *tg, remat_strategy s, bool min, size_t budget)
+{
+    remat_plan_opts o = {.strategy = s, .budget_min = min, .budget_bytes = budget,
+                         .max_lower_sets = 100000, .time_limit = 60};
+    struct result r = {0};
+    remat_schedule *sched = NULL;
+    remat_plan_info pi;
+    remat_sim_result sr;
+    double t0 = now();
+
+    if (!remat_plan(tg, &o, &sched, &pi) && !remat_sim_run(tg, sched, &sr)) {
+        r.ok = true;
+        r.budget = pi.activation_budget_bytes;
+        r.peak = sr.activation_peak_bytes;
+        r.overhead = sr.overhead;
+    } else {
+        fprintf(stderr, "planners: %s: %s\n", remat_strategy_name(s), remat_errmsg());
+    }
+    r.seconds = now() - t0;
+    remat_schedule_free(sched);
+    return r;
+}
+
+static const char *cell(char *buf, size_t n, double ours, double theirs)
+{
+    snprintf(buf, n, "%.4f / %.4f (%+.1f%%)", ours / 1e9, theirs / 1e9,
+             100 * (ours / theirs - 1));
+    return buf;
+}
+
+static void dumps(const char *dir)
+{
+    char a[64], b[64], c[64], d[64], e[64], f[64], g[64];
+
+    printf("### The authors' graphs: ours / the authors' solver, GB\n\n"
+           "Budgets are activation budgets B (the DP's budget); peaks are simulated at each "
+           "strategy's own minimum budget.\n\n"
+           "| graph | approx min B | approx-tc peak | approx-mc peak | exact min B | "
+           "exact-tc peak | exact-mc peak | chen-sqrtn peak |\n|---|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof authors / sizeof authors[0]; i++) {
+        char path[1024];
+        remat_tgraph *tg = NULL;
+        struct result at, am, et, em, ch;
+
+        snprintf(path, sizeof path, "%s/%s", dir, authors[i].file);
+        if (remat_tgraph_read_dump(path, NULL, NULL, &tg)) {
+            printf("| %s | skipped: %s |\n", authors[i].file, remat_errmsg());
+            continue;
+        }
+        at = run(tg, REMAT_STRATEGY_APPROX_TC, true, 0);
+        am = run(tg, REMAT_STRATEGY_APPROX_MC, true, 0);
+        et = run(tg, REMAT_STRATEGY_EXACT_TC, true, 0);
+        em = run(tg, REMAT_STRATEGY_EXACT_MC, true, 0);
+        ch = run(tg, REMAT_STRATEGY_CHEN_SQRTN, true, 0);
+        printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", authors[i].file,
+               cell(a, sizeof a, (double)at.budget, authors[i].approx_min),
+               cell(b, sizeof b, (double)at.peak, authors[i].approx_tc),
+               cell(c, sizeof c, (double)am.peak, authors[i].approx_mc),
+               cell(d, sizeof d, (double)et.budget, authors[i].exact_min),
+               cell(e, sizeof e, (double)et.peak, authors[i].exact_tc),
+               cell(f, sizeof f, (double)em.peak, authors[i].exact_mc),
+               cell(g, sizeof g, (double)ch.peak, authors[i].chen));
+        remat_tgraph_free(tg);
+    }
+}
+
+/* Every strategy on one training graph, each at its minimum budget. */
+static void all_strategies(const char *label, const remat_tgraph *tg, const char *paper)
+{
+    struct result none = run(tg, REMAT_STRATEGY_NONE, true, 0), best = none;
+    const char *best_name = "none";
+
+    printf("| %s | %.3f |", label, (double)none.peak / 1e9);
+    for (int s = 1; s < REMAT_STRATEGY_COUNT; s++) {
+        struct result r = run(tg, (remat_strategy)s, true, 0);
+
+        if (!r.ok) {
+            printf(" — |");
+            continue;
+        }
+        printf(" %.3f (%.0f%%, %.2f) |", (double)r.peak / 1e9,
+               100 * (1 - (double)r.peak / (double)none.peak), r.overhead);
+        if (r.peak < best.peak) {
+            best = r;
+            best_name = remat_strategy_name((remat_strategy)s);
+        }
+    }
+    printf(" %s %.0f%% | %s |\n", best_name, 100 * (1 - (double)best.peak / (double)none.peak),
+           paper);
+}
+
+static void header(const char *first)
+{
+    printf("| %s | none GB |", first);
+    for (int s = 1; s < REMAT_STRATEGY_COUNT; s++)
+        printf(" %s |", remat_strategy_name((remat_strategy)s));
+    printf(" best | paper |\n|---|---|");
+    for (int s = 1; s < REMAT_STRATEGY_COUNT; s++)
+        printf("---|");
+    printf("---|---|\n");
+}
+
+static void zoo(void)
+{
+    static const struct {
+        const char *name;
+        int64_t batch;
+        const char *paper;
+    } nets[] = {{"pspnet", 1, "71%"},   {"unet", 8, "48%"},     {"resnet50", 32, "62%"},
+                {"resnet152", 32, "75%"}, {"vgg19", 32, "36%"}, {"densenet161", 32, "81%"},
+                {"googlenet", 32, "39%"}};
+
+    printf("\n### The zoo's networks at the paper's settings (FLOP costs)\n\n"
+           "Each cell: simulated activation peak in GB at the strategy's minimum budget "
+           "(reduction from `none`, overhead = recomputed FLOPs / forward FLOPs). *paper*: "
+           "the reduction Kusumoto et al. measured for their best plan (total GPU memory, "
+           "parameters included). — : the strategy refused (too many lower sets for the "
+           "exact DP, too large for `optimal`).\n\n");
+    header("network");
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
+        remat_zoo_opts o = {.batch = nets[i].batch};
+        remat_graph *g = NULL;
+        remat_tgraph *tg = NULL;
+        char label[64];
+
+        snprintf(label, sizeof label, "%s batch %lld", nets[i].name, (long long)nets[i].batch);
+        if (remat_zoo_build(nets[i].name, &o, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg))
+            printf("| %s | failed: %s |\n", label, remat_errmsg());
+        else
+            all_strategies(label, tg, nets[i].paper);
+        remat_tgraph_free(tg);
+        remat_graph_free(g);
+    }
+}
+
+static void dump_all(const char *dir)
+{
+    printf("\n### The authors' graphs, every strategy (Kusumoto cost)\n\n");
+    header("graph");
+    for (size_t i = 0; i < sizeof authors / sizeof authors[0]; i++) {
+        char path[1024];
+        remat_tgraph *tg = NULL;
+        char beat[96];
+        double theirs = fmin(fmin(authors[i].approx_mc, authors[i].exact_mc),
+                             fmin(authors[i].approx_tc, authors[i].exact_tc));
+
+        snprintf(path, sizeof path, "%s/%s", dir, authors[i].file);
+        if (remat_tgraph_read_dump(path, NULL, NULL, &tg))
+            continue;
+        snprintf(beat, sizeof beat, "authors' best DP %.3f", theirs / 1e9);
+        all_strategies(authors[i].file, tg, beat);
+        remat_tgraph_free(tg);
+    }
+}
+
+static void timing(const char *dir)
+{
+    remat_zoo_opts o = {.batch = 1};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    char path[1024];
+    struct result r;
+
+    printf("\n### Planning time on this machine (seconds, one plan at a given budget)\n\n"
+           "| graph | strategy | budget | seconds |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof authors / sizeof authors[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, authors[i].file);
+        if (remat_tgraph_read_dump(path, NULL, NULL, &tg))
+            continue;
+        r = run(tg, REMAT_STRATEGY_APPROX_MC, true, 0);
+        r = run(tg, REMAT_STRATEGY_APPROX_TC, false, r.budget + remat_tgraph_resident_bytes(tg));
+        printf("| %s | approx-tc | its minimum | %.3f |\n", authors[i].file, r.seconds);
+        if (!strcmp(authors[i].file, "cg_googlenet.txt")) {
+            struct result m = run(tg, REMAT_STRATEGY_EXACT_MC, true, 0);
+
+            printf("| %s | exact-mc, searching the minimum | — | %.1f |\n", authors[i].file,
+                   m.seconds);
+            r = run(tg, REMAT_STRATEGY_EXACT_TC, false, m.budget + remat_tgraph_resident_bytes(tg));
+            printf("| %s | exact-tc | its minimum | %.1f |\n", authors[i].file, r.seconds);
+            r = run(tg, REMAT_STRATEGY_EXACT_TC, false, 0);
+            printf("| %s | exact-tc | none (loose) | %.1f |\n", authors[i].file, r.seconds);
+        }
+        remat_tgraph_free(tg);
+        tg = NULL;
+    }
+    if (!remat_zoo_build("resnet1001", &o, NULL, &g) && !remat_tgraph_from_graph(g, NULL, &tg)) {
+        r = run(tg, REMAT_STRATEGY_APPROX_TC, true, 0);
+        printf("| resnet1001 (zoo, batch 1) | approx-tc, searching the minimum | — | %.2f |\n",
+               r.seconds);
+        r = run(tg, REMAT_STRATEGY_APPROX_TC, false, r.budget + remat_tgraph_resident_bytes(tg));
+        printf("| resnet1001 (zoo, batch 1) | approx-tc | its minimum | %.2f |\n", r.seconds);
+    }
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : getenv("REMAT_GRAPHS");
+    char probe[1024];
+    FILE *f;
+
+    if (!dir)
+        dir = "../shared/graphs/kusumoto";
+    snprintf(probe, sizeof probe, "%s/cg_vgg19.txt", dir);
+    if ((f = fopen(probe, "r"))) {
+        fclose(f);
+        dumps(dir);
+        dump_all(dir);
+    } else {
+        printf("The authors' graphs: skipped (%s is absent).\n", dir);
+    }
+    zoo();
+    timing(dir);
+    return 0;
+}

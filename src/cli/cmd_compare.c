@@ -1,0 +1,176 @@
+/*
+ * cmd_compare.c - `remat compare MODEL|FILE`: every strategy on one model, in one
+ * table shaped like the paper's: peak, reduction from `none`, overhead, planning time.
+ */
+#include "cli/cli.h"
+
+#include <string.h>
+#include <unistd.h>
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "usage: remat compare MODEL|FILE [options]\n\n"
+            "Plans the model with every strategy and prints one table: the budget each\n"
+            "met, the simulated activation peak, its reduction from `none`, the overhead\n"
+            "(recomputed cost / forward cost) and the planning time.\n\n"
+            "  --budget B|min      the total budget for every strategy (default min: each\n"
+            "                      strategy at its own smallest feasible budget)\n"
+            "  --strategies LIST   comma-separated subset (default: all)\n"
+            "  --time-limit S      seconds for `optimal` (default 60)\n"
+            "  --max-lower-sets N  cap for the exact DP (default 200000)\n"
+            "  --batch N, --input-size HxW, --classes K, --no-aux, --cost flops|kusumoto\n"
+            "                      as for `remat plan`\n"
+            "  --json              an array of objects, one per strategy\n");
+}
+
+static bool selected(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+
+    if (!list)
+        return true;
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    struct cli_model m = {.zoo = {.batch = 1}};
+    remat_plan_opts base = {.budget_min = true, .max_lower_sets = 200000};
+    const char *list = NULL, *v;
+    size_t none_peak = 0;
+    bool as_json = false, tty = isatty(2);
+    struct json j;
+    int rc = 1, k;
+    int64_t x;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            as_json = true;
+        } else if (!strcmp(a, "--budget")) {
+            if (!(v = cli_value(argc, argv, &i)))
+                return 1;
+            base.budget_min = !strcmp(v, "min");
+            if (!base.budget_min && !cli_parse_bytes(a, v, &base.budget_bytes))
+                return 1;
+        } else if (!strcmp(a, "--strategies")) {
+            if (!(list = cli_value(argc, argv, &i)))
+                return 1;
+            for (const char *p = list; *p;) {
+                char name[64];
+                size_t n = strcspn(p, ",");
+
+                snprintf(name, sizeof name, "%.*s", (int)n, p);
+                if (remat_strategy_from_name(name) == REMAT_STRATEGY_COUNT)
+                    return cli_error("`remat plan --help` lists the strategies",
+                                     "compare: unknown strategy '%s'", name);
+                p += n + (p[n] == ',');
+            }
+        } else if (!strcmp(a, "--time-limit")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 86400, &x))
+                return 1;
+            base.time_limit = (double)x;
+        } else if (!strcmp(a, "--max-lower-sets")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 100000000, &x))
+                return 1;
+            base.max_lower_sets = x;
+        } else if ((k = cli_model_option(&m, argc, argv, &i)) != 0) {
+            if (k < 0)
+                return 1;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_error("`remat compare --help` lists the options",
+                             "compare: unknown option '%s'", a);
+        } else if (m.spec) {
+            return cli_error(NULL, "compare: more than one model given");
+        } else {
+            m.spec = a;
+        }
+    }
+    if (!m.spec) {
+        help(stderr);
+        return cli_error(NULL, "compare: no model given");
+    }
+    if (cli_model_load(&m))
+        goto out;
+    if (as_json) {
+        json_begin(&j, stdout, '[');
+    } else {
+        printf("%s: %d values, %d ops, resident %.3f GB (GB = 10^9 bytes); budgets are "
+               "totals, peaks are activations\n", m.spec, remat_tgraph_n_planned(m.tg),
+               remat_tgraph_n_ops(m.tg), (double)remat_tgraph_resident_bytes(m.tg) / 1e9);
+        printf("%-13s %10s %10s %10s %9s %9s %10s\n", "strategy", "budget GB", "peak GB",
+               "reduction", "overhead", "plan s", "blocks");
+    }
+    for (int s = 0; s < REMAT_STRATEGY_COUNT; s++) {
+        remat_plan_opts o = base;
+        remat_schedule *sched = NULL;
+        remat_plan_info pi;
+        remat_sim_result r;
+        remat_status st;
+        const char *name = remat_strategy_name((remat_strategy)s);
+
+        if (s != REMAT_STRATEGY_NONE && !selected(list, name))
+            continue;
+        o.strategy = (remat_strategy)s;
+        if (s == REMAT_STRATEGY_NONE)
+            o.budget_min = true, o.budget_bytes = 0; /* the baseline is never constrained */
+        if (tty)
+            fprintf(stderr, "compare: %s ...\r", name);
+        st = remat_plan(m.tg, &o, &sched, &pi);
+        if (!st)
+            st = remat_sim_run(m.tg, sched, &r);
+        if (tty)
+            fprintf(stderr, "%40s\r", "");
+        if (s == REMAT_STRATEGY_NONE) {
+            if (st) {
+                cli_error(NULL, "%s: none: %s", m.spec, remat_errmsg());
+                goto out;
+            }
+            none_peak = r.activation_peak_bytes;
+        }
+        if (as_json) {
+            json_begin(&j, NULL, '{');
+            json_str(&j, "strategy", name);
+            json_bool(&j, "feasible", st == REMAT_OK);
+            if (st) {
+                json_str(&j, "error", remat_errmsg());
+            } else {
+                json_u64(&j, "budget_bytes", pi.budget_bytes);
+                json_u64(&j, "activation_budget_bytes", pi.activation_budget_bytes);
+                json_u64(&j, "activation_peak_bytes", r.activation_peak_bytes);
+                json_f64(&j, "reduction", 1 - (double)r.activation_peak_bytes /
+                                                  (double)none_peak);
+                json_f64(&j, "overhead", r.overhead);
+                json_u64(&j, "dp_bound_bytes", pi.dp_bound_bytes);
+                json_i64(&j, "n_lower_sets", pi.n_lower_sets);
+                json_i64(&j, "n_blocks", pi.n_blocks);
+                json_f64(&j, "optimality_gap", pi.optimality_gap);
+            }
+            json_f64(&j, "plan_seconds", pi.plan_seconds);
+            json_end(&j, '}');
+        } else if (st) {
+            printf("%-13s %s\n", name, remat_errmsg());
+        } else {
+            printf("%-13s %10.3f %10.3f %9.1f%% %9.3f %9.3f %10d\n", name,
+                   (double)pi.budget_bytes / 1e9, (double)r.activation_peak_bytes / 1e9,
+                   100.0 * (1 - (double)r.activation_peak_bytes / (double)none_peak),
+                   r.overhead, pi.plan_seconds, pi.n_blocks);
+        }
+        fflush(stdout);
+        remat_schedule_free(sched);
+    }
+    if (as_json)
+        json_end(&j, ']');
+    rc = 0;
+out:
+    cli_model_fini(&m);
+    return rc;
+}
