@@ -321,6 +321,72 @@ remat_status remat_sim_run(const remat_tgraph *tg, const remat_schedule *s,
 remat_status remat_sim_timeline(const remat_tgraph *tg, const remat_schedule *s,
                                 size_t *live, size_t n);
 
+/* --------------------------------------------------------------- training */
+
+typedef enum remat_backend_kind {
+    REMAT_BACKEND_REF = 0, /* plain C loops: the specification */
+    REMAT_BACKEND_CPU,     /* oneDNN */
+    REMAT_BACKEND_CUDA,
+    REMAT_BACKEND_COUNT
+} remat_backend_kind;
+
+const char *remat_backend_name(remat_backend_kind b);
+
+typedef struct remat_train_opts {
+    remat_backend_kind backend;
+    int threads;            /* cpu backend threads; 0: all cores */
+    uint64_t seed;          /* parameters, synthetic data and dropout masks */
+    float lr, momentum, weight_decay; /* SGD, as torch.optim.SGD */
+} remat_train_opts;
+
+/* The defaults: ref backend, seed 1, lr 0.01, momentum 0.9, weight decay 1e-4. */
+remat_train_opts remat_train_opts_default(void);
+
+typedef struct remat_trainer remat_trainer;
+
+/*
+ * A trainer runs the schedule s of the training graph tg (made from g by autodiff) on
+ * a backend: one arena sized by the layout of s, parameters initialised from the seed
+ * (PyTorch's default initialisation: uniform ±1/sqrt(fan_in) for convolution and linear
+ * weights and biases, batch-norm gamma 1 and beta 0). g, tg and s must outlive it.
+ */
+remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
+                               const remat_schedule *s, const remat_train_opts *o,
+                               remat_trainer **out);
+void remat_trainer_free(remat_trainer *t);
+
+/*
+ * One training step: forward, recomputation and backward as scheduled, then an SGD
+ * update. inputs: one array per input value of the graph, in the order they were
+ * added; labels: int32 class indices; NULL for either means synthetic data drawn from
+ * (seed, step). *loss receives the step's loss before the update. The step allocates
+ * nothing.
+ */
+remat_status remat_trainer_step(remat_trainer *t, const float *const *inputs,
+                                const int32_t *labels, double *loss);
+/* The same step without the update (gradients are left in place). */
+remat_status remat_trainer_gradients(remat_trainer *t, const float *const *inputs,
+                                     const int32_t *labels, double *loss);
+
+typedef struct remat_train_stats {
+    size_t planned_peak_bytes;   /* the simulator's activation peak of the schedule */
+    size_t measured_peak_bytes;  /* the most arena bytes held at once while running */
+    size_t arena_bytes;          /* the arena's size (>= the peak: fragmentation) */
+    size_t resident_bytes;
+    int64_t steps;
+} remat_train_stats;
+
+void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st);
+/* FNV-1a 64 of every parameter's bytes, in graph order. */
+uint64_t remat_trainer_param_checksum(const remat_trainer *t);
+/* A parameter (or another value with storage outside the arena) by name: its data,
+ * its gradient (NULL if none) and its element count. REMAT_ERR_ARG if unknown. */
+remat_status remat_trainer_param(remat_trainer *t, const char *name, float **data,
+                                 float **grad, int64_t *numel);
+/* Parameters and batch-norm running statistics, in the format of docs/formats.md. */
+remat_status remat_trainer_save(const remat_trainer *t, const char *path);
+remat_status remat_trainer_load(remat_trainer *t, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

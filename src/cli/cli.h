@@ -60,5 +60,6 @@ const char *cli_human(double bytes, char *buf, size_t n);
 int cmd_zoo(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ static const struct {
     {"zoo", cmd_zoo, "list the built-in models"},
     {"plan", cmd_plan, "plan a training step and simulate its memory"},
     {"compare", cmd_compare, "run every planning strategy on a model, in one table"},
+    {"train", cmd_train, "train a model inside its planned memory"},
 };
 
 static void usage(FILE *f)

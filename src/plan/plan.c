@@ -46,6 +46,19 @@ remat_status planner_sim_peak(const remat_tgraph *tg, const remat_schedule *s, s
     return st;
 }
 
+/* The DP's chain at budget B, lowered (*out stays NULL when infeasible). */
+static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
+                               const struct lsets *ls, bool mc, size_t budget, struct chain *c,
+                               struct dp_result *res, remat_schedule **out)
+{
+    remat_status st;
+
+    *out = NULL;
+    if ((st = kusumoto_plan(d, ls, mc, budget, c, res)) || !res->feasible)
+        return st;
+    return chain_lower(tg, d, c, out);
+}
+
 /* The DP strategies: build the graph and the lower sets once, then plan (and search
  * the minimum budget when asked or when the budget is infeasible). */
 static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
@@ -57,6 +70,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
     struct lsets ls;
     struct chain c = {0, NULL, NULL};
     struct dp_result res;
+    size_t peak;
     remat_status st;
 
     if ((st = dag_build(tg, &d)))
@@ -72,7 +86,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
     }
     if (o->budget_min && (st = kusumoto_min_budget(&d, &ls, budget)))
         goto out;
-    if ((st = kusumoto_plan(&d, &ls, mc, *budget, &c, &res)))
+    if ((st = plan_dp_at(tg, &d, &ls, mc, *budget, &c, &res, out)))
         goto out;
     if (!res.feasible) {
         size_t min_b = 0;
@@ -84,10 +98,64 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
                             *budget, min_b, min_b + tg->resident_bytes, tg->resident_bytes);
         goto out;
     }
+    /*
+     * The DP's bound counts each block's own gradients but not the gradients that later
+     * blocks have already written into earlier ones (skip connections, views), so on
+     * some graphs the simulated peak passes it. At the minimum budget the budget becomes
+     * the simulated peak; at a given budget, the DP is asked for plans at smaller
+     * budgets (bisection) until one's simulated peak fits.
+     */
     info->dp_bound_bytes = res.bound;
     info->n_blocks = c.n_blocks;
     info->overhead_bound = res.overhead;
-    st = chain_lower(tg, &d, &c, out);
+    if ((st = planner_sim_peak(tg, *out, &peak)))
+        goto out;
+    if (peak > *budget && o->budget_min) {
+        *budget = peak;
+    } else if (peak > *budget) {
+        size_t lo = 0, hi = *budget, target = *budget;
+        remat_schedule *fit = NULL;
+
+        while (hi - lo > 1 && (double)(hi - lo) > 1e-4 * (double)hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            remat_schedule *s = NULL;
+
+            if ((st = plan_dp_at(tg, &d, &ls, mc, mid, &c, &res, &s)))
+                break;
+            if (res.feasible && !(st = planner_sim_peak(tg, s, &peak)) && peak <= target) {
+                remat_schedule_free(fit);
+                fit = s;
+                lo = mid;
+                info->dp_bound_bytes = res.bound;
+                info->n_blocks = c.n_blocks;
+                info->overhead_bound = res.overhead;
+            } else {
+                remat_schedule_free(s);
+                hi = mid;
+            }
+            if (st)
+                break;
+        }
+        if (!st && !fit) {
+            size_t min_b = 0;
+
+            /* The smallest budget that works: the simulated peak at the DP's minimum. */
+            if (!(st = kusumoto_min_budget(&d, &ls, &min_b)) &&
+                !(st = plan_dp_at(tg, &d, &ls, mc, min_b, &c, &res, &fit)) &&
+                !(st = planner_sim_peak(tg, fit, &peak)))
+                st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan's simulated peak fits an "
+                                "activation budget of %zu bytes; the smallest that fits is "
+                                "%zu bytes (%zu in total with the resident %zu)",
+                                remat_strategy_name(o->strategy), target,
+                                peak > min_b ? peak : min_b,
+                                (peak > min_b ? peak : min_b) + tg->resident_bytes,
+                                tg->resident_bytes);
+            remat_schedule_free(fit);
+            fit = NULL;
+        }
+        remat_schedule_free(*out);
+        *out = fit;
+    }
 out:
     core_free(d.al, c.block, sizeof *c.block * ((size_t)d.n + 1));
     core_free(d.al, c.kept, sizeof *c.kept * ((size_t)d.n + 1));

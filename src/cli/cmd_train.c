@@ -1,0 +1,236 @@
+/*
+ * cmd_train.c - `remat train MODEL`: plan the step, then train K steps inside the
+ * planned arena and report planned against measured memory.
+ */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "usage: remat train MODEL [options]\n\n"
+            "Plans one training step, then runs K steps of SGD inside the planned arena\n"
+            "and reports the planned and measured peaks. MODEL is a zoo name (`remat zoo`).\n"
+            "Inputs and labels are synthetic, drawn from the seed, unless --data is given.\n\n"
+            "  --batch N            batch size (default 1)\n"
+            "  --steps K            training steps (default 3)\n"
+            "  --strategy S         planning strategy (default none; see `remat plan --help`)\n"
+            "  --budget B|min       total memory budget (bytes with a unit, or min)\n"
+            "  --backend ref|cpu    kernels: plain C loops or oneDNN (default ref)\n"
+            "  --threads T          CPU threads (default: all cores)\n"
+            "  --input-size HxW     input height and width (default: the model's)\n"
+            "  --classes K, --no-aux, --cost flops|kusumoto   as for `remat plan`\n"
+            "  --seed S             parameters, data and dropout (default 1)\n"
+            "  --lr X --momentum X --weight-decay X   SGD (defaults 0.01, 0.9, 1e-4)\n"
+            "  --load FILE          start from saved parameters\n"
+            "  --save FILE          save the parameters after training\n"
+            "  --json               print the results as one JSON object\n");
+}
+
+static double now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+static bool parse_f(const char *opt, const char *s, float *out)
+{
+    char *e;
+    double v = strtod(s, &e);
+
+    if (e == s || *e || !(v >= 0) || v > 1e6) {
+        cli_error(NULL, "%s: '%s' is not a non-negative number", opt, s);
+        return false;
+    }
+    *out = (float)v;
+    return true;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    struct cli_model m = {.zoo = {.batch = 1}};
+    remat_plan_opts po = {0};
+    remat_train_opts to = remat_train_opts_default();
+    const char *strategy = "none", *load = NULL, *save = NULL, *v;
+    remat_schedule *s = NULL;
+    remat_trainer *t = NULL;
+    remat_plan_info pi;
+    remat_train_stats ts;
+    double *loss = NULL, *secs = NULL, *sorted = NULL;
+    int64_t steps = 3, x;
+    bool as_json = false;
+    int rc = 1, k;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            as_json = true;
+        } else if (!strcmp(a, "--steps")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 1000000, &steps))
+                return 1;
+        } else if (!strcmp(a, "--strategy")) {
+            if (!(strategy = cli_value(argc, argv, &i)))
+                return 1;
+        } else if (!strcmp(a, "--budget")) {
+            if (!(v = cli_value(argc, argv, &i)))
+                return 1;
+            po.budget_min = !strcmp(v, "min");
+            if (!po.budget_min && !cli_parse_bytes(a, v, &po.budget_bytes))
+                return 1;
+        } else if (!strcmp(a, "--backend")) {
+            if (!(v = cli_value(argc, argv, &i)))
+                return 1;
+            if (!strcmp(v, "ref"))
+                to.backend = REMAT_BACKEND_REF;
+            else if (!strcmp(v, "cpu"))
+                to.backend = REMAT_BACKEND_CPU;
+            else
+                return cli_error("backends: ref, cpu", "unknown backend '%s'", v);
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 4096, &x))
+                return 1;
+            to.threads = (int)x;
+        } else if (!strcmp(a, "--seed")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 0, INT64_MAX, &x))
+                return 1;
+            to.seed = (uint64_t)x;
+        } else if (!strcmp(a, "--lr")) {
+            if (!(v = cli_value(argc, argv, &i)) || !parse_f(a, v, &to.lr))
+                return 1;
+        } else if (!strcmp(a, "--momentum")) {
+            if (!(v = cli_value(argc, argv, &i)) || !parse_f(a, v, &to.momentum))
+                return 1;
+        } else if (!strcmp(a, "--weight-decay")) {
+            if (!(v = cli_value(argc, argv, &i)) || !parse_f(a, v, &to.weight_decay))
+                return 1;
+        } else if (!strcmp(a, "--load")) {
+            if (!(load = cli_value(argc, argv, &i)))
+                return 1;
+        } else if (!strcmp(a, "--save")) {
+            if (!(save = cli_value(argc, argv, &i)))
+                return 1;
+        } else if ((k = cli_model_option(&m, argc, argv, &i)) != 0) {
+            if (k < 0)
+                return 1;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_error("`remat train --help` lists the options", "train: unknown option "
+                             "'%s'", a);
+        } else if (m.spec) {
+            return cli_error(NULL, "train: more than one model given");
+        } else {
+            m.spec = a;
+        }
+    }
+    if (!m.spec) {
+        help(stderr);
+        return cli_error(NULL, "train: no model given");
+    }
+    po.strategy = remat_strategy_from_name(strategy);
+    if (po.strategy == REMAT_STRATEGY_COUNT)
+        return cli_error("`remat plan --help` lists the strategies", "train: unknown strategy "
+                         "'%s'", strategy);
+    if (cli_model_load(&m))
+        goto out;
+    if (m.is_dump) {
+        cli_error("train a zoo model", "%s: a graph dump has no shapes or weights to train",
+                  m.spec);
+        goto out;
+    }
+    if (remat_plan(m.tg, &po, &s, &pi) || remat_trainer_new(m.g, m.tg, s, &to, &t) ||
+        (load && remat_trainer_load(t, load))) {
+        cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
+        goto out;
+    }
+    loss = calloc((size_t)steps, sizeof *loss);
+    secs = calloc((size_t)steps, sizeof *secs);
+    sorted = calloc((size_t)steps, sizeof *sorted);
+    if (!loss || !secs || !sorted) {
+        cli_error(NULL, "out of memory");
+        goto out;
+    }
+    for (int64_t i = 0; i < steps; i++) {
+        double t0 = now();
+
+        if (remat_trainer_step(t, NULL, NULL, &loss[i])) {
+            cli_error(NULL, "%s: step %lld: %s", m.spec, (long long)i + 1, remat_errmsg());
+            goto out;
+        }
+        secs[i] = now() - t0;
+        fprintf(as_json ? stderr : stdout, "step %lld/%lld  loss %.6f  %.3f s  %.1f images/s\n",
+                (long long)i + 1, (long long)steps, loss[i], secs[i],
+                (double)m.zoo.batch / secs[i]);
+        fflush(as_json ? stderr : stdout);
+    }
+    if (save && remat_trainer_save(t, save)) {
+        cli_error(NULL, "%s", remat_errmsg());
+        goto out;
+    }
+    remat_trainer_stats(t, &ts);
+    memcpy(sorted, secs, sizeof *secs * (size_t)steps);
+    qsort(sorted, (size_t)steps, sizeof *sorted, cmp_d);
+    if (as_json) {
+        struct json j;
+        char hex[32];
+
+        json_begin(&j, stdout, '{');
+        json_str(&j, "model", m.spec);
+        json_i64(&j, "batch", m.zoo.batch);
+        json_str(&j, "strategy", remat_strategy_name(po.strategy));
+        json_str(&j, "backend", remat_backend_name(to.backend));
+        json_u64(&j, "planned_peak_bytes", ts.planned_peak_bytes);
+        json_u64(&j, "measured_peak_bytes", ts.measured_peak_bytes);
+        json_u64(&j, "arena_bytes", ts.arena_bytes);
+        json_u64(&j, "resident_bytes", ts.resident_bytes);
+        json_key(&j, "loss");
+        json_begin(&j, NULL, '[');
+        for (int64_t i = 0; i < steps; i++)
+            json_f64(&j, NULL, loss[i]);
+        json_end(&j, ']');
+        json_key(&j, "step_seconds");
+        json_begin(&j, NULL, '[');
+        for (int64_t i = 0; i < steps; i++)
+            json_f64(&j, NULL, secs[i]);
+        json_end(&j, ']');
+        json_f64(&j, "median_step_seconds", sorted[steps / 2]);
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)remat_trainer_param_checksum(t));
+        json_str(&j, "param_checksum", hex);
+        json_end(&j, '}');
+    } else {
+        char a[32], b[32];
+
+        printf("planned peak     %s bytes\n", cli_commas(ts.planned_peak_bytes, a, sizeof a));
+        printf("measured peak    %s bytes\n", cli_commas(ts.measured_peak_bytes, a, sizeof a));
+        printf("arena            %s bytes (%.3fx the peak)\n",
+               cli_commas(ts.arena_bytes, a, sizeof a),
+               ts.planned_peak_bytes ? (double)ts.arena_bytes / (double)ts.planned_peak_bytes : 0);
+        printf("resident         %s bytes (%s)\n", cli_commas(ts.resident_bytes, a, sizeof a),
+               cli_human((double)ts.resident_bytes, b, sizeof b));
+        printf("median step      %.3f s\n", sorted[steps / 2]);
+        printf("param checksum   %016llx\n", (unsigned long long)remat_trainer_param_checksum(t));
+    }
+    rc = 0;
+out:
+    free(loss);
+    free(secs);
+    free(sorted);
+    remat_trainer_free(t);
+    remat_schedule_free(s);
+    cli_model_fini(&m);
+    return rc;
+}

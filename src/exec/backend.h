@@ -1,0 +1,26 @@
+/*
+ * backend.h - a backend is a table of functions plus a context: memory for the arena
+ * and the resident blocks, and the forward and backward of each op (kernels.h says what
+ * a kernel sees). The executor knows nothing else about it.
+ */
+#ifndef REMAT_BACKEND_H
+#define REMAT_BACKEND_H
+
+#include "kernels/kernels.h"
+
+struct backend_ops {
+    const char *name;
+    remat_status (*create)(const remat_train_opts *o, void **ctx);
+    void (*destroy)(void *ctx);
+    /* Memory the kernels can address; zeroed. */
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*release)(void *ctx, void *p, size_t bytes);
+    remat_status (*forward)(void *ctx, const struct kop *op);
+    remat_status (*backward)(void *ctx, const struct kop *op);
+};
+
+const struct backend_ops *backend_ref(void);
+/* NULL when the library was built without it. */
+const struct backend_ops *backend_cpu(void);
+
+#endif

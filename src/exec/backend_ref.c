@@ -1,0 +1,57 @@
+/*
+ * backend_ref.c - the reference backend: host memory and the plain-loop kernels.
+ */
+#include "exec/backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static remat_status ref_create(const remat_train_opts *o, void **ctx)
+{
+    (void)o;
+    *ctx = NULL;
+    return REMAT_OK;
+}
+
+static void ref_destroy(void *ctx)
+{
+    (void)ctx;
+}
+
+static void *ref_alloc(void *ctx, size_t bytes)
+{
+    void *p = aligned_alloc(64, core_align_up(bytes ? bytes : 64, 64));
+
+    (void)ctx;
+    if (p)
+        memset(p, 0, core_align_up(bytes ? bytes : 64, 64));
+    return p;
+}
+
+static void ref_release(void *ctx, void *p, size_t bytes)
+{
+    (void)ctx;
+    (void)bytes;
+    free(p);
+}
+
+static remat_status ref_fwd(void *ctx, const struct kop *op)
+{
+    (void)ctx;
+    return ref_forward(op);
+}
+
+static remat_status ref_bwd(void *ctx, const struct kop *op)
+{
+    (void)ctx;
+    return ref_backward(op);
+}
+
+static const struct backend_ops ref_ops = {
+    "ref", ref_create, ref_destroy, ref_alloc, ref_release, ref_fwd, ref_bwd,
+};
+
+const struct backend_ops *backend_ref(void)
+{
+    return &ref_ops;
+}

@@ -1,0 +1,377 @@
+/*
+ * exec.c - the executor: runs any valid schedule on a backend inside one arena laid
+ * out in advance (mem/layout.c).
+ *
+ * Each step walks the schedule. A FWD or BWD takes the next instance of the layout for
+ * every buffer it allocates (the layout was made by the same walk, so the order
+ * matches), zeroes gradient buffers as it allocates them, builds a struct kop from the
+ * graph's shapes and the live buffers' addresses, and calls the backend. A FREE gives
+ * the bytes back. The live bytes are counted as the step runs: measured_peak_bytes.
+ * Dropout keys depend on (seed, step, op) only, and batch-norm running statistics are
+ * updated on the first forward of an op in a step, so a recomputation repeats the same
+ * bits. Nothing is allocated while a step runs.
+ */
+#include "exec/exec.h"
+
+#include <string.h>
+
+remat_train_opts remat_train_opts_default(void)
+{
+    remat_train_opts o = {REMAT_BACKEND_REF, 0, 1, 0.01f, 0.9f, 1e-4f};
+
+    return o;
+}
+
+const char *remat_backend_name(remat_backend_kind b)
+{
+    static const char *const n[] = {"ref", "cpu", "cuda"};
+
+    return (unsigned)b < REMAT_BACKEND_COUNT ? n[b] : "unknown";
+}
+
+static uint64_t mix(uint64_t a, uint64_t b)
+{
+    uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void remat_trainer_free(remat_trainer *t)
+{
+    const remat_allocator *a;
+    size_t nv, no, nb;
+
+    if (!t)
+        return;
+    a = tgraph_al(t->tg);
+    nv = (size_t)t->tg->n_values;
+    no = (size_t)t->tg->n_ops;
+    nb = 2 * nv;
+    if (t->be) {
+        if (t->arena)
+            t->be->release(t->ctx, t->arena, t->lay.arena_bytes);
+        if (t->block)
+            t->be->release(t->ctx, t->block, t->block_floats * sizeof(float));
+        t->be->destroy(t->ctx);
+    }
+    layout_fini(&t->lay);
+    core_free(a, t->vdata, sizeof *t->vdata * nv);
+    core_free(a, t->vgrad, sizeof *t->vgrad * nv);
+    core_free(a, t->run_mean, sizeof *t->run_mean * no);
+    core_free(a, t->run_var, sizeof *t->run_var * no);
+    core_free(a, t->cur_off, sizeof *t->cur_off * nb);
+    core_free(a, t->live, sizeof *t->live * nb);
+    core_free(a, t->fwd_count, sizeof *t->fwd_count * no);
+    core_free(a, t->kin, sizeof *t->kin * (size_t)t->max_in);
+    core_free(a, t->kdin, sizeof *t->kdin * (size_t)t->max_in);
+    core_free(a, t->reads, sizeof *t->reads * (size_t)step_max_touch(t->tg));
+    core_free(a, t->makes, sizeof *t->makes * (size_t)step_max_touch(t->tg));
+    core_free(a, t, sizeof *t);
+}
+
+remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
+                               const remat_schedule *s, const remat_train_opts *o,
+                               remat_trainer **out)
+{
+    const remat_allocator *a;
+    remat_trainer *t;
+    remat_sim_result r;
+    remat_status st;
+    size_t nv, no, nb, mt;
+
+    if (!out)
+        return REMAT_FAIL(REMAT_ERR_ARG, "no place for the trainer");
+    *out = NULL;
+    if (!g || !tg || !s)
+        return REMAT_FAIL(REMAT_ERR_ARG, "a trainer needs a graph, its training graph and a "
+                          "schedule");
+    if (tg->n_values != (int32_t)g->values.n || tg->n_ops != (int32_t)g->ops.n)
+        return REMAT_FAIL(REMAT_ERR_ARG, "the training graph was not made from this graph "
+                          "(a graph dump has no shapes and cannot be trained)");
+    if ((st = remat_sim_run(tg, s, &r)))
+        return st;
+    a = tgraph_al(tg);
+    t = core_calloc(a, 1, sizeof *t);
+    if (!t)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory creating a trainer");
+    t->g = g;
+    t->tg = tg;
+    t->s = s;
+    t->o = o ? *o : remat_train_opts_default();
+    t->planned_peak = r.activation_peak_bytes;
+    switch (t->o.backend) {
+    case REMAT_BACKEND_REF:
+        t->be = backend_ref();
+        break;
+    case REMAT_BACKEND_CPU:
+        t->be = backend_cpu();
+        break;
+    default:
+        t->be = NULL;
+    }
+    if (!t->be) {
+        core_free(a, t, sizeof *t);
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the %s backend is not in this build",
+                          remat_backend_name(t->o.backend));
+    }
+    if ((st = t->be->create(&t->o, &t->ctx))) {
+        t->be = NULL;
+        goto fail;
+    }
+    nv = (size_t)tg->n_values;
+    no = (size_t)tg->n_ops;
+    nb = 2 * nv;
+    mt = (size_t)step_max_touch(tg);
+    for (int32_t i = 0; i < tg->n_ops; i++)
+        t->max_in = tg->ops[i].n_in > t->max_in ? tg->ops[i].n_in : t->max_in;
+    t->vdata = core_calloc(a, nv, sizeof *t->vdata);
+    t->vgrad = core_calloc(a, nv, sizeof *t->vgrad);
+    t->run_mean = core_calloc(a, no, sizeof *t->run_mean);
+    t->run_var = core_calloc(a, no, sizeof *t->run_var);
+    t->cur_off = core_calloc(a, nb, sizeof *t->cur_off);
+    t->live = core_calloc(a, nb, sizeof *t->live);
+    t->fwd_count = core_calloc(a, no, sizeof *t->fwd_count);
+    t->kin = core_calloc(a, (size_t)t->max_in, sizeof *t->kin);
+    t->kdin = core_calloc(a, (size_t)t->max_in, sizeof *t->kdin);
+    t->reads = core_calloc(a, mt, sizeof *t->reads);
+    t->makes = core_calloc(a, mt, sizeof *t->makes);
+    if (!t->vdata || !t->vgrad || !t->run_mean || !t->run_var || !t->cur_off || !t->live ||
+        !t->fwd_count || !t->kin || !t->kdin || !t->reads || !t->makes) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory creating a trainer");
+        goto fail;
+    }
+    if ((st = layout_build(tg, s, 64, &t->lay)))
+        goto fail;
+    REMAT_ASSERT(t->lay.peak_bytes == t->planned_peak);
+    t->arena = t->be->alloc(t->ctx, t->lay.arena_bytes);
+    if (!t->arena) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate the %zu-byte arena",
+                        t->lay.arena_bytes);
+        goto fail;
+    }
+    if ((st = params_setup(t)))
+        goto fail;
+    params_init(t);
+    *out = t;
+    return REMAT_OK;
+fail:
+    remat_trainer_free(t);
+    return st;
+}
+
+/* The tensor of value v: resident storage, or its buffer's live instance (NULL when
+ * the buffer is not live). */
+static struct ktensor tensor(const remat_trainer *t, int32_t v)
+{
+    const struct gvalue *gv = graph_value(t->g, v);
+    struct ktensor k = {NULL, {0, 0, 0, 0}, gv->ndim};
+    int32_t b = t->tg->values[v].buf;
+
+    memcpy(k.shape, gv->shape, sizeof k.shape);
+    if (t->vdata[b])
+        k.data = t->vdata[b];
+    else if (t->tg->values[b].producer >= 0 && t->live[b])
+        k.data = (float *)(t->arena + t->cur_off[b]);
+    return k;
+}
+
+static struct ktensor grad_tensor(const remat_trainer *t, int32_t v)
+{
+    struct ktensor k = tensor(t, v);
+    int32_t b = t->tg->values[v].buf, gb = t->tg->n_values + b;
+
+    k.data = NULL;
+    if (!t->tg->values[v].grad)
+        return k;
+    if (t->vgrad[b])
+        k.data = t->vgrad[b];
+    else if (t->live[gb])
+        k.data = (float *)(t->arena + t->cur_off[gb]);
+    return k;
+}
+
+/* Allocates the buffers a step makes, each at its next layout instance. */
+static void allocate(remat_trainer *t, remat_step step, size_t *next_inst)
+{
+    int32_t nr, nm;
+
+    step_touch(t->tg, step, t->reads, &nr, t->makes, &nm);
+    for (int32_t j = 0; j < nm; j++) {
+        int32_t b = t->makes[j];
+        const struct instance *in;
+
+        if (t->live[b])
+            continue;
+        REMAT_ASSERT(*next_inst < t->lay.n_inst);
+        in = &t->lay.inst[(*next_inst)++];
+        REMAT_ASSERT(in->buf == b);
+        t->cur_off[b] = in->offset;
+        t->live[b] = true;
+        t->live_bytes += in->bytes;
+        if (b >= t->tg->n_values) /* a gradient: accumulated into, so zeroed first */
+            memset(t->arena + in->offset, 0, in->bytes);
+    }
+    if (t->live_bytes > t->measured_peak)
+        t->measured_peak = t->live_bytes;
+}
+
+/* Fills the parts of a kop common to forward and backward. */
+static void fill_kop(remat_trainer *t, int32_t o, struct kop *k)
+{
+    const struct gop *gop = graph_op(t->g, o);
+    int32_t n = 0, np = 0;
+
+    memset(k, 0, sizeof *k);
+    k->type = gop->type;
+    k->at = &gop->at;
+    for (int32_t i = 0; i < gop->n_in; i++) {
+        int32_t v = gop->in[i];
+
+        if (graph_value(t->g, v)->kind == VK_PARAM) {
+            if (np++ == 0) {
+                k->w = tensor(t, v);
+                k->dw = grad_tensor(t, v);
+            } else {
+                k->b = tensor(t, v);
+                k->db = grad_tensor(t, v);
+            }
+            continue;
+        }
+        t->kin[n] = tensor(t, v);
+        t->kdin[n] = grad_tensor(t, v);
+        n++;
+    }
+    k->n_in = n;
+    k->in = t->kin;
+    k->din = t->kdin;
+    k->out = tensor(t, gop->out);
+    if (gop->aux >= 0)
+        k->aux = tensor(t, gop->aux);
+    k->running_mean = t->run_mean[o];
+    k->running_var = t->run_var[o];
+    k->key = mix(mix(t->o.seed, (uint64_t)t->step), (uint64_t)o);
+}
+
+static remat_status run_steps(remat_trainer *t, double *loss)
+{
+    const remat_tgraph *tg = t->tg;
+    size_t next_inst = 0;
+    remat_status st = REMAT_OK;
+    struct kop k;
+
+    memset(t->live, 0, sizeof *t->live * 2 * (size_t)tg->n_values);
+    memset(t->fwd_count, 0, sizeof *t->fwd_count * (size_t)tg->n_ops);
+    t->live_bytes = 0;
+    *loss = 0;
+    for (size_t i = 0; i < t->s->n && !st; i++) {
+        remat_step step = t->s->steps[i];
+
+        switch (step.kind) {
+        case REMAT_STEP_FWD:
+            allocate(t, step, &next_inst);
+            if (tg->ops[step.id].is_view)
+                break;
+            fill_kop(t, step.id, &k);
+            k.update_stats = t->fwd_count[step.id]++ == 0;
+            st = t->be->forward(t->ctx, &k);
+            if (!st && graph_op(t->g, step.id)->out == t->g->loss && k.update_stats)
+                *loss = k.out.data[0];
+            break;
+        case REMAT_STEP_BWD:
+            allocate(t, step, &next_inst);
+            fill_kop(t, step.id, &k);
+            k.dout = grad_tensor(t, graph_op(t->g, step.id)->out);
+            if (tg->ops[step.id].n_gin == 0)
+                k.dout.data = NULL; /* the loss: its gradient is 1 */
+            st = t->be->backward(t->ctx, &k);
+            break;
+        case REMAT_STEP_FREE:
+            t->live[step.id] = false;
+            t->live_bytes -= tgraph_buf_bytes(tg, step.id);
+            break;
+        default:
+            st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "step %zu: offload is not supported by "
+                            "this executor yet", i);
+        }
+    }
+    REMAT_ASSERT(st || next_inst == t->lay.n_inst);
+    return st;
+}
+
+/* Copies or draws the step's inputs and labels into their resident storage. */
+static void load_batch(remat_trainer *t, const float *const *inputs, const int32_t *labels)
+{
+    int32_t k = 0;
+
+    for (int32_t v = 0; v < t->tg->n_values; v++) {
+        const struct gvalue *gv = graph_value(t->g, v);
+        int64_t n = graph_numel(gv);
+
+        if (gv->kind == VK_INPUT) {
+            if (inputs && inputs[k])
+                memcpy(t->vdata[v], inputs[k], sizeof(float) * (size_t)n);
+            else
+                for (int64_t i = 0; i < n; i++)
+                    t->vdata[v][i] = 2 * kernel_uniform(mix(t->o.seed ^ 0x1d, (uint64_t)t->step),
+                                                        (uint64_t)i) - 1;
+            k++;
+        } else if (gv->kind == VK_LABEL) {
+            int32_t *lab = (int32_t *)t->vdata[v];
+            int64_t classes = 2;
+
+            /* the number of classes: the logits of a softmax_ce reading these labels */
+            for (size_t o = 0; o < t->g->ops.n; o++) {
+                const struct gop *op = graph_op(t->g, (int32_t)o);
+
+                if (op->type == REMAT_OP_SOFTMAX_CE && op->in[1] == v)
+                    classes = graph_value(t->g, op->in[0])->shape[1];
+            }
+            for (int64_t i = 0; i < n; i++)
+                lab[i] = labels ? labels[i]
+                                : (int32_t)(kernel_uniform(mix(t->o.seed ^ 0x1b, (uint64_t)t->step),
+                                                           (uint64_t)i) * (float)classes);
+        }
+    }
+}
+
+remat_status remat_trainer_gradients(remat_trainer *t, const float *const *inputs,
+                                     const int32_t *labels, double *loss)
+{
+    double l = 0;
+    remat_status st;
+
+    if (!t)
+        return REMAT_FAIL(REMAT_ERR_ARG, "no trainer");
+    load_batch(t, inputs, labels);
+    memset(t->block + t->n_param_floats, 0, sizeof(float) * t->n_param_floats); /* grads */
+    st = run_steps(t, &l);
+    if (loss)
+        *loss = l;
+    return st;
+}
+
+remat_status remat_trainer_step(remat_trainer *t, const float *const *inputs,
+                                const int32_t *labels, double *loss)
+{
+    remat_status st = remat_trainer_gradients(t, inputs, labels, loss);
+
+    if (st)
+        return st;
+    params_sgd(t);
+    t->step++;
+    return REMAT_OK;
+}
+
+void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (!t)
+        return;
+    st->planned_peak_bytes = t->planned_peak;
+    st->measured_peak_bytes = t->measured_peak;
+    st->arena_bytes = t->lay.arena_bytes;
+    st->resident_bytes = t->block_floats * sizeof(float);
+    st->steps = t->step;
+}

@@ -1,0 +1,45 @@
+/*
+ * exec.h - the trainer's state, shared by the executor (exec.c) and the parameter code
+ * (params.c: initialisation, SGD, checksum, files).
+ */
+#ifndef REMAT_EXEC_H
+#define REMAT_EXEC_H
+
+#include "exec/backend.h"
+#include "graph/tgraph.h"
+#include "mem/layout.h"
+
+struct remat_trainer {
+    const remat_graph *g;
+    const remat_tgraph *tg;
+    const remat_schedule *s;
+    remat_train_opts o;
+    const struct backend_ops *be;
+    void *ctx;
+    struct layout lay;
+    char *arena;
+    /* Resident storage: one block holding every parameter, then their gradients, then
+     * momentum, then inputs, labels and batch-norm running statistics. */
+    float *block;
+    size_t block_floats;
+    size_t n_param_floats;
+    float **vdata;            /* per value: resident storage, NULL for planned values */
+    float **vgrad;            /* per value: parameter gradients */
+    float **run_mean, **run_var; /* per op: batch-norm running statistics */
+    /* Step state, allocated once. */
+    size_t *cur_off;          /* per buffer: offset of its live instance */
+    bool *live;
+    int32_t *fwd_count;       /* per op, this step */
+    struct ktensor *kin, *kdin;
+    int32_t max_in;
+    int32_t *reads, *makes;
+    size_t live_bytes, measured_peak, planned_peak;
+    int64_t step;
+};
+
+/* params.c */
+remat_status params_setup(remat_trainer *t);
+void params_init(remat_trainer *t);
+void params_sgd(remat_trainer *t);
+
+#endif

@@ -1,0 +1,281 @@
+/*
+ * params.c - the trainer's resident block: parameters, their gradients and momentum,
+ * the input batch and labels, batch-norm running statistics; initialisation, the SGD
+ * update, the checksum and the parameter file (docs/formats.md).
+ */
+#include "exec/exec.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+remat_status params_setup(remat_trainer *t)
+{
+    const remat_graph *g = t->g;
+    size_t np = 0, other = 0, at;
+
+    for (size_t v = 0; v < g->values.n; v++) {
+        const struct gvalue *gv = graph_value(g, (int32_t)v);
+
+        if (gv->kind == VK_PARAM)
+            np += (size_t)graph_numel(gv);
+        else if (gv->kind == VK_INPUT || gv->kind == VK_LABEL)
+            other += (size_t)graph_numel(gv);
+    }
+    other += (size_t)g->bn_state;
+    t->n_param_floats = np;
+    t->block_floats = 3 * np + other;
+    t->block = t->be->alloc(t->ctx, t->block_floats * sizeof(float));
+    if (!t->block)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate %zu bytes of parameters and "
+                          "inputs", t->block_floats * sizeof(float));
+    at = 0;
+    for (size_t v = 0; v < g->values.n; v++) {
+        const struct gvalue *gv = graph_value(g, (int32_t)v);
+
+        if (gv->kind != VK_PARAM)
+            continue;
+        t->vdata[v] = t->block + at;
+        t->vgrad[v] = t->block + np + at;
+        at += (size_t)graph_numel(gv);
+    }
+    at = 3 * np;
+    for (size_t v = 0; v < g->values.n; v++) {
+        const struct gvalue *gv = graph_value(g, (int32_t)v);
+
+        if (gv->kind == VK_INPUT || gv->kind == VK_LABEL) {
+            t->vdata[v] = t->block + at;
+            at += (size_t)graph_numel(gv);
+        }
+    }
+    for (size_t o = 0; o < g->ops.n; o++) {
+        const struct gop *op = graph_op(g, (int32_t)o);
+        size_t c;
+
+        if (op->type != REMAT_OP_BATCH_NORM)
+            continue;
+        c = (size_t)graph_value(g, op->in[0])->shape[1];
+        t->run_mean[o] = t->block + at;
+        t->run_var[o] = t->block + at + c;
+        at += 2 * c;
+    }
+    REMAT_ASSERT(at == t->block_floats);
+    return REMAT_OK;
+}
+
+/* PyTorch's defaults: convolution and linear weights and biases uniform in
+ * ±1/sqrt(fan_in); batch norm gamma 1, beta 0, running mean 0, running variance 1. */
+void params_init(remat_trainer *t)
+{
+    const remat_graph *g = t->g;
+
+    for (size_t o = 0; o < g->ops.n; o++) {
+        const struct gop *op = graph_op(g, (int32_t)o);
+        int np = 0;
+
+        for (int32_t i = 0; i < op->n_in; i++) {
+            int32_t v = op->in[i];
+            const struct gvalue *gv = graph_value(g, v);
+            const struct gvalue *w;
+            int64_t n = graph_numel(gv), fan_in;
+            float bound;
+
+            if (gv->kind != VK_PARAM)
+                continue;
+            np++;
+            if (op->type == REMAT_OP_BATCH_NORM) {
+                for (int64_t k = 0; k < n; k++)
+                    t->vdata[v][k] = np == 1 ? 1.0f : 0.0f;
+                continue;
+            }
+            w = graph_value(g, op->in[i - np + 1]); /* the weight */
+            fan_in = graph_numel(w) / w->shape[0];
+            bound = 1.0f / sqrtf((float)fan_in);
+            for (int64_t k = 0; k < n; k++)
+                t->vdata[v][k] = bound * (2 * kernel_uniform(t->o.seed * 1000003u + (uint64_t)v,
+                                                             (uint64_t)k) - 1);
+        }
+        if (op->type == REMAT_OP_BATCH_NORM) {
+            size_t c = (size_t)graph_value(g, op->in[0])->shape[1];
+
+            for (size_t k = 0; k < c; k++) {
+                t->run_mean[o][k] = 0;
+                t->run_var[o][k] = 1;
+            }
+        }
+    }
+}
+
+/* torch.optim.SGD: d = g + wd * w; m = mu * m + d; w -= lr * m. */
+void params_sgd(remat_trainer *t)
+{
+    float *w = t->block, *gr = t->block + t->n_param_floats, *m = gr + t->n_param_floats;
+    float lr = t->o.lr, mu = t->o.momentum, wd = t->o.weight_decay;
+
+    for (size_t i = 0; i < t->n_param_floats; i++) {
+        float d = gr[i] + wd * w[i];
+
+        m[i] = mu * m[i] + d;
+        w[i] -= lr * m[i];
+    }
+}
+
+uint64_t remat_trainer_param_checksum(const remat_trainer *t)
+{
+    const unsigned char *p = (const unsigned char *)t->block;
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (size_t i = 0; i < t->n_param_floats * sizeof(float); i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+remat_status remat_trainer_param(remat_trainer *t, const char *name, float **data,
+                                 float **grad, int64_t *numel)
+{
+    if (!t || !name)
+        return REMAT_FAIL(REMAT_ERR_ARG, "no trainer or no name");
+    for (size_t v = 0; v < t->g->values.n; v++) {
+        const struct gvalue *gv = graph_value(t->g, (int32_t)v);
+
+        if (t->vdata[v] && !strcmp(gv->name, name)) {
+            if (data)
+                *data = t->vdata[v];
+            if (grad)
+                *grad = t->vgrad[v];
+            if (numel)
+                *numel = graph_numel(gv);
+            return REMAT_OK;
+        }
+    }
+    return REMAT_FAIL(REMAT_ERR_ARG, "no parameter or input named '%s'", name);
+}
+
+/* ------------------------------------------------------------------ files */
+
+#define MAGIC "REMATPRM"
+
+static bool put(FILE *f, const void *p, size_t n)
+{
+    return fwrite(p, 1, n, f) == n;
+}
+
+remat_status remat_trainer_save(const remat_trainer *t, const char *path)
+{
+    FILE *f;
+    uint32_t count = 0;
+    bool ok;
+
+    if (!t || !path)
+        return REMAT_FAIL(REMAT_ERR_ARG, "no trainer or no path");
+    f = fopen(path, "wb");
+    if (!f)
+        return REMAT_FAIL(REMAT_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    for (size_t v = 0; v < t->g->values.n; v++)
+        count += graph_value(t->g, (int32_t)v)->kind == VK_PARAM;
+    for (size_t o = 0; o < t->g->ops.n; o++)
+        count += 2 * (t->run_mean[o] != NULL);
+    ok = put(f, MAGIC, 8) && put(f, &count, 4);
+    for (size_t v = 0; ok && v < t->g->values.n; v++) {
+        const struct gvalue *gv = graph_value(t->g, (int32_t)v);
+        uint32_t len = (uint32_t)strlen(gv->name), nd = (uint32_t)gv->ndim;
+
+        if (gv->kind != VK_PARAM)
+            continue;
+        ok = put(f, &len, 4) && put(f, gv->name, len) && put(f, &nd, 4) &&
+             put(f, gv->shape, 8 * nd) &&
+             put(f, t->vdata[v], sizeof(float) * (size_t)graph_numel(gv));
+    }
+    for (size_t o = 0; ok && o < t->g->ops.n; o++) {
+        const struct gop *op = graph_op(t->g, (int32_t)o);
+        int64_t c;
+
+        if (!t->run_mean[o])
+            continue;
+        c = graph_value(t->g, op->in[0])->shape[1];
+        for (int k = 0; ok && k < 2; k++) {
+            char name[300];
+            uint32_t len, nd = 1;
+
+            snprintf(name, sizeof name, "%s.%s", op->name, k ? "running_var" : "running_mean");
+            len = (uint32_t)strlen(name);
+            ok = put(f, &len, 4) && put(f, name, len) && put(f, &nd, 4) && put(f, &c, 8) &&
+                 put(f, k ? t->run_var[o] : t->run_mean[o], sizeof(float) * (size_t)c);
+        }
+    }
+    if (fclose(f) || !ok)
+        return REMAT_FAIL(REMAT_ERR_IO, "cannot write '%s'", path);
+    return REMAT_OK;
+}
+
+/* The storage of a named parameter or running statistic, with its element count. */
+static float *find(remat_trainer *t, const char *name, int64_t *n)
+{
+    for (size_t v = 0; v < t->g->values.n; v++) {
+        const struct gvalue *gv = graph_value(t->g, (int32_t)v);
+
+        if (gv->kind == VK_PARAM && !strcmp(gv->name, name)) {
+            *n = graph_numel(gv);
+            return t->vdata[v];
+        }
+    }
+    for (size_t o = 0; o < t->g->ops.n; o++) {
+        const struct gop *op = graph_op(t->g, (int32_t)o);
+        size_t l = strlen(op->name);
+
+        if (!t->run_mean[o] || strncmp(name, op->name, l) || name[l] != '.')
+            continue;
+        *n = graph_value(t->g, op->in[0])->shape[1];
+        if (!strcmp(name + l + 1, "running_mean"))
+            return t->run_mean[o];
+        if (!strcmp(name + l + 1, "running_var"))
+            return t->run_var[o];
+    }
+    return NULL;
+}
+
+remat_status remat_trainer_load(remat_trainer *t, const char *path)
+{
+    FILE *f;
+    char magic[8], name[300];
+    uint32_t count, len, nd;
+    remat_status st = REMAT_OK;
+
+    if (!t || !path)
+        return REMAT_FAIL(REMAT_ERR_ARG, "no trainer or no path");
+    f = fopen(path, "rb");
+    if (!f)
+        return REMAT_FAIL(REMAT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, MAGIC, 8) || fread(&count, 4, 1, f) != 1) {
+        st = REMAT_FAIL(REMAT_ERR_PARSE, "%s: not a remat parameter file", path);
+        goto out;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        int64_t dims[4], n = 1, want;
+        float *dst;
+
+        if (fread(&len, 4, 1, f) != 1 || len >= sizeof name || fread(name, 1, len, f) != len ||
+            fread(&nd, 4, 1, f) != 1 || nd < 1 || nd > 4 || fread(dims, 8, nd, f) != nd) {
+            st = REMAT_FAIL(REMAT_ERR_PARSE, "%s: record %u is truncated or malformed", path, i);
+            goto out;
+        }
+        name[len] = '\0';
+        for (uint32_t d = 0; d < nd; d++)
+            n *= dims[d] > 0 ? dims[d] : 0;
+        dst = find(t, name, &want);
+        if (!dst || want != n) {
+            st = REMAT_FAIL(REMAT_ERR_PARSE, "%s: '%s' %s", path, name,
+                            dst ? "has a different size in this model" : "is not in this model");
+            goto out;
+        }
+        if (fread(dst, sizeof(float), (size_t)n, f) != (size_t)n) {
+            st = REMAT_FAIL(REMAT_ERR_PARSE, "%s: '%s' is truncated", path, name);
+            goto out;
+        }
+    }
+out:
+    fclose(f);
+    return st;
+}

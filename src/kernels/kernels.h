@@ -1,0 +1,85 @@
+/*
+ * kernels.h - what a kernel sees: pointers, shapes and attributes, never the graph.
+ *
+ * Every op of the op table has a forward and a backward, in one file per op family
+ * (src/kernels/ref/ for the reference backend, src/kernels/cpu/ for oneDNN). The
+ * executor fills a struct kop per step from the arena and calls the backend.
+ *
+ * Conventions, said once for every kernel:
+ * - Tensors are float32, NCHW (or (N, F) for 2-d), contiguous.
+ * - Gradients ACCUMULATE: a backward adds (+=) into din[i], dw and db. The executor zeroes
+ *   a gradient buffer when it first allocates it, so a value read by several ops gets the
+ *   sum of their contributions. A din[i] whose data is NULL is not wanted: skip it.
+ * - dout.data == NULL means the gradient of the output is the constant 1 (the loss).
+ * - Forward kernels write every element of out (and aux where the op has one).
+ * - The backward of an op reads only what the op table says it reads (op_table.c:
+ *   BR_IN0, BR_IN1, BR_OUT, BR_AUX): the other forward tensors may be dead and their
+ *   data pointers NULL.
+ * - Saved extras (aux): batch norm, 2*C floats, the batch mean then the inverse std;
+ *   max pooling, int32 argmax per output element (the flat index h*W+w of the winner in
+ *   its input plane); softmax cross-entropy, the (N, K) probabilities.
+ * - Dropout keeps an element when a counter-based uniform draw u(key, i) >= p and scales
+ *   it by 1/(1-p); key is given per op and step, so a recomputation draws the same mask
+ *   (kernel_uniform below is the generator).
+ * - Batch norm in training mode normalizes with the batch statistics (biased variance);
+ *   when update_stats is set it also updates running_mean and running_var (unbiased
+ *   variance) with momentum: r = (1 - momentum) r + momentum * batch. The executor sets
+ *   update_stats only on the first forward of a step, never on a recomputation.
+ */
+#ifndef REMAT_KERNELS_H
+#define REMAT_KERNELS_H
+
+#include "core/core.h"
+
+struct ktensor {
+    float *data;
+    int64_t shape[4];
+    int32_t ndim;
+};
+
+#define KOP_MAX_INPUTS 64
+
+struct kop {
+    remat_op type;
+    const remat_attrs *at;        /* with defaults filled in (graph.c) */
+    int32_t n_in;                 /* data inputs (parameters apart) */
+    const struct ktensor *in;     /* n_in data inputs; for softmax_ce in[1] is the labels */
+    struct ktensor out;           /* y */
+    struct ktensor aux;           /* saved extras, when the op has them */
+    struct ktensor w, b;          /* weight and bias, or gamma and beta (data NULL: none) */
+    struct ktensor dw, db;        /* their gradients (accumulated) */
+    struct ktensor dout;          /* dL/dy (data NULL: the constant 1) */
+    const struct ktensor *din;    /* n_in gradients of the inputs (data NULL: not wanted) */
+    float *running_mean, *running_var; /* batch norm, C each */
+    bool update_stats;
+    uint64_t key;                 /* dropout: the per-(seed, step, op) key */
+    void *scratch;                /* backend scratch of scratch_bytes */
+    size_t scratch_bytes;
+};
+
+static inline int64_t ktensor_numel(const struct ktensor *t)
+{
+    int64_t n = 1;
+
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+/* A uniform draw in [0, 1) from (key, counter): splitmix64 of the pair, 24 bits. */
+static inline float kernel_uniform(uint64_t key, uint64_t i)
+{
+    uint64_t z = key + 0x9e3779b97f4a7c15ull * (i + 1);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+/* The reference backend: plain loops in a fixed summation order, the specification every
+ * other backend is tested against. Each returns REMAT_OK or REMAT_ERR_UNSUPPORTED. */
+remat_status ref_forward(const struct kop *op);
+remat_status ref_backward(const struct kop *op);
+
+#endif
