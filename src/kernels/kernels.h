@@ -12,6 +12,10 @@
  *   sum of their contributions. A din[i] whose data is NULL is not wanted: skip it.
  * - dout.data == NULL means the gradient of the output is the constant 1 (the loss).
  * - Forward kernels write every element of out (and aux where the op has one).
+ * - Shapes: every ktensor carries its shape even when its data is NULL; kernels read
+ *   shapes from in[i], out, aux and w (gradients have their value's shape).
+ * - Kernels return REMAT_OK, REMAT_ERR_UNSUPPORTED for an op they do not have, or
+ *   REMAT_ERR_ARG for bad data they can see (a label outside [0, K)).
  * - The backward of an op reads only what the op table says it reads (op_table.c:
  *   BR_IN0, BR_IN1, BR_OUT, BR_AUX): the other forward tensors may be dead and their
  *   data pointers NULL.
@@ -78,7 +82,7 @@ static inline float kernel_uniform(uint64_t key, uint64_t i)
 }
 
 /* The reference backend: plain loops in a fixed summation order, the specification every
- * other backend is tested against. Each returns REMAT_OK or REMAT_ERR_UNSUPPORTED. */
+ * other backend is tested against. */
 remat_status ref_forward(const struct kop *op);
 remat_status ref_backward(const struct kop *op);
 

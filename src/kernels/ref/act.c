@@ -1,0 +1,74 @@
+/*
+ * act.c - reference relu and dropout, forward and backward (elementwise, any shape).
+ *
+ * relu's backward reads its output y only (y > 0 exactly where x > 0). Dropout keeps
+ * element i when kernel_uniform(key, i) >= p, i the flat index, and scales it by
+ * 1 / (1 - p); its backward draws the same mask again from the key and reads nothing
+ * else, so a recomputed forward and the backward agree with the first forward.
+ */
+#include "kernels/ref/ref.h"
+
+/* relu forward: y = max(x, 0) (a NaN stays NaN). */
+remat_status ref_relu_forward(const struct kop *op)
+{
+    /* x, y: (numel) */
+    const float *x = op->in[0].data;
+    float *y = op->out.data;
+    int64_t n = ktensor_numel(&op->in[0]);
+
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] < 0 ? 0.0f : x[i];
+    return REMAT_OK;
+}
+
+/* relu backward: dx += dy where y > 0. Reads out and dout. */
+remat_status ref_relu_backward(const struct kop *op)
+{
+    /* y, dy, dx: (numel) */
+    const float *y = op->out.data;
+    float *dx = op->din[0].data;
+    int64_t n = ktensor_numel(&op->out);
+
+    if (!dx)
+        return REMAT_OK;
+    for (int64_t i = 0; i < n; i++)
+        if (y[i] > 0)
+            dx[i] += ref_dy(&op->dout, i);
+    return REMAT_OK;
+}
+
+/* p with its default (remat.h: 0 means 0.5, as shape inference fills it). */
+static float drop_p(const remat_attrs *at)
+{
+    return at->p > 0 ? at->p : 0.5f;
+}
+
+/* dropout forward: y[i] = x[i] / (1 - p) where kernel_uniform(key, i) >= p, else 0. */
+remat_status ref_dropout_forward(const struct kop *op)
+{
+    /* x, y: (numel) */
+    const float *x = op->in[0].data;
+    float *y = op->out.data, p = drop_p(op->at);
+    float scale = (float)(1.0 / (1.0 - (double)p));
+    int64_t n = ktensor_numel(&op->in[0]);
+
+    for (int64_t i = 0; i < n; i++)
+        y[i] = kernel_uniform(op->key, (uint64_t)i) >= p ? x[i] * scale : 0.0f;
+    return REMAT_OK;
+}
+
+/* dropout backward: dx[i] += dy[i] / (1 - p) on the kept elements. Reads dout only. */
+remat_status ref_dropout_backward(const struct kop *op)
+{
+    /* dy, dx: (numel) */
+    float *dx = op->din[0].data, p = drop_p(op->at);
+    float scale = (float)(1.0 / (1.0 - (double)p));
+    int64_t n = ktensor_numel(&op->in[0]);
+
+    if (!dx)
+        return REMAT_OK;
+    for (int64_t i = 0; i < n; i++)
+        if (kernel_uniform(op->key, (uint64_t)i) >= p)
+            dx[i] += ref_dy(&op->dout, i) * scale;
+    return REMAT_OK;
+}
