@@ -179,6 +179,7 @@ typedef struct remat_zoo_opts {
     int64_t height, width;  /* 0: the model's usual input size */
     int64_t classes;        /* 0: the model's usual number of classes */
     int aux;                /* GoogLeNet auxiliary classifiers: 0 default (on), 1 on, -1 off */
+    int64_t base_channels;  /* U-Net's first-level channels (0: 64; each level doubles) */
 } remat_zoo_opts;
 
 size_t remat_zoo_count(void);

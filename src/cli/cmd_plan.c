@@ -17,6 +17,7 @@ static void help(FILE *f)
             "  --input-size HxW    input height and width (default: the model's)\n"
             "  --classes K         output classes (default: the model's)\n"
             "  --no-aux            GoogLeNet without its auxiliary classifiers\n"
+            "  --base-channels C   U-Net's first-level channels (default 64)\n"
             "  --strategy S        none (the default: keep what the backward reads),\n"
             "                      approx-tc, approx-mc, exact-tc, exact-mc (Kusumoto et al.),\n"
             "                      chen-sqrtn, chen-greedy, superneurons, optimal\n"

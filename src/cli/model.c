@@ -25,6 +25,10 @@ int cli_model_option(struct cli_model *m, int argc, char **argv, int *i)
         if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 1 << 24, &x))
             return -1;
         m->zoo.classes = x;
+    } else if (!strcmp(a, "--base-channels")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 1 << 16, &x))
+            return -1;
+        m->zoo.base_channels = x;
     } else if (!strcmp(a, "--no-aux")) {
         m->zoo.aux = -1;
     } else if (!strcmp(a, "--cost")) {

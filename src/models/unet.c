@@ -53,13 +53,13 @@ remat_status zoo_build_unet(remat_graph *g, const struct zoo_cfg *c, const void 
     (void)arg;
     for (int l = 0; l < LEVELS; l++) {
         snprintf(p, sizeof p, "down%d", l + 1);
-        skips[l] = x = double_conv(g, x, p, (int64_t)64 << l);
+        skips[l] = x = double_conv(g, x, p, c->base_channels << l);
         x = zoo_pool(g, REMAT_OP_MAX_POOL, x, p, "pool", 2, 2, 0, false);
     }
-    x = double_conv(g, x, "bottom", (int64_t)64 << LEVELS);
+    x = double_conv(g, x, "bottom", c->base_channels << LEVELS);
     for (int l = LEVELS - 1; l >= 0; l--) {
         snprintf(p, sizeof p, "up%d", l + 1);
-        x = up_level(g, x, skips[l], p, (int64_t)64 << l);
+        x = up_level(g, x, skips[l], p, c->base_channels << l);
     }
     x = zoo_conv(g, x, NULL, "final", c->classes, 1, 1, 0, true);
     return zoo_seg_loss(g, x);

@@ -182,6 +182,9 @@ static remat_status resolve_opts(const struct zoo_entry *e, const remat_zoo_opts
                           "(%lld) and classes (%lld) must not be negative (0: default)",
                           e->name, (long long)o->batch, (long long)o->height,
                           (long long)o->width, (long long)o->classes);
+    if (o->base_channels < 0 || o->base_channels > (1 << 20))
+        return REMAT_FAIL(REMAT_ERR_ARG, "model '%s': base_channels %lld is out of range "
+                          "(0: default)", e->name, (long long)o->base_channels);
     if (o->aux < -1 || o->aux > 1)
         return REMAT_FAIL(REMAT_ERR_ARG, "model '%s': aux is %d; use 1 (on), -1 (off) or 0 "
                           "(default: on)", e->name, o->aux);
@@ -190,6 +193,7 @@ static remat_status resolve_opts(const struct zoo_entry *e, const remat_zoo_opts
     c->width = o->width ? o->width : e->width;
     c->classes = o->classes ? o->classes : e->classes;
     c->aux = o->aux != -1;
+    c->base_channels = o->base_channels ? o->base_channels : 64;
     return REMAT_OK;
 }
 

@@ -22,6 +22,7 @@ struct zoo_cfg {
     int64_t height, width;
     int64_t classes;
     bool aux; /* GoogLeNet auxiliary classifiers */
+    int64_t base_channels; /* U-Net's first level */
 };
 
 typedef remat_status (*zoo_build_fn)(remat_graph *g, const struct zoo_cfg *c,

@@ -46,6 +46,28 @@ remat_status planner_sim_peak(const remat_tgraph *tg, const remat_schedule *s, s
     return st;
 }
 
+static bool is_dp(remat_strategy s)
+{
+    return s == REMAT_STRATEGY_APPROX_TC || s == REMAT_STRATEGY_APPROX_MC ||
+           s == REMAT_STRATEGY_EXACT_TC || s == REMAT_STRATEGY_EXACT_MC;
+}
+
+/* The last pass of every plan of a graph that can be trained: the same gradient bits
+ * from every plan (plan_canonical_grads). Dumps have no kernels to run. */
+static remat_status plan_finish(const remat_tgraph *tg, remat_schedule **s)
+{
+    remat_schedule *c = NULL;
+    remat_status st;
+
+    if (tg->file_order || !*s)
+        return REMAT_OK;
+    if ((st = plan_canonical_grads(tg, *s, &c)))
+        return st;
+    remat_schedule_free(*s);
+    *s = c;
+    return REMAT_OK;
+}
+
 /* The DP's chain at budget B, lowered (*out stays NULL when infeasible). */
 static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
                                const struct lsets *ls, bool mc, size_t budget, struct chain *c,
@@ -56,7 +78,9 @@ static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
     *out = NULL;
     if ((st = kusumoto_plan(d, ls, mc, budget, c, res)) || !res->feasible)
         return st;
-    return chain_lower(tg, d, c, out);
+    if ((st = chain_lower(tg, d, c, out)))
+        return st;
+    return plan_finish(tg, out);
 }
 
 /* The DP strategies: build the graph and the lower sets once, then plan (and search
@@ -230,6 +254,8 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
         break;
     }
     if (st)
+        goto fail;
+    if (!is_dp(opts.strategy) && (st = plan_finish(tg, out)))
         goto fail;
     /* Every plan is measured by the simulator; a plan above its budget is refused. */
     if ((st = planner_sim_peak(tg, *out, &peak)))

@@ -33,4 +33,9 @@ void step_touch(const remat_tgraph *tg, remat_step st, int32_t *reads, int32_t *
 remat_status plan_liveness(const remat_tgraph *tg, const remat_schedule *in,
                            remat_schedule **out);
 
+/* Delays backward steps so that the writers of every gradient with three or more
+ * writers run in descending op id in every plan (the same bits whatever the plan). */
+remat_status plan_canonical_grads(const remat_tgraph *tg, const remat_schedule *in,
+                                  remat_schedule **out);
+
 #endif
