@@ -21,7 +21,7 @@ WARN += -Werror
 endif
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc -MMD -MP
-LDLIBS := -lm -lpthread
+LDLIBS := -lglpk -ldnnl -lgomp -lm -lpthread
 
 BUILD := build
 ifeq ($(SAN),1)
@@ -31,7 +31,8 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 
 LIB_SRC := $(sort $(wildcard src/core/*.c src/graph/*.c src/models/*.c src/io/*.c \
-                             src/plan/*.c src/sim/*.c))
+                             src/plan/*.c src/sim/*.c src/mem/*.c src/exec/*.c \
+                             src/kernels/ref/*.c src/kernels/cpu/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
@@ -90,12 +91,13 @@ san: setup
 bench: setup all $(BENCH_BIN)
 	@tools/run_bench.sh $(BUILD) $(BENCH_BIN)
 
+# The paper's seven networks at its settings, every strategy at its minimum budget.
 run: setup all
-	$(BUILD)/remat zoo
 	@for m in resnet50 resnet152 vgg19 densenet161 googlenet; do \
-	    $(BUILD)/remat plan $$m --batch 32 || exit 1; done
-	$(BUILD)/remat plan unet --batch 8
-	$(BUILD)/remat plan pspnet --batch 1
+	    $(BUILD)/remat compare $$m --batch 32 --time-limit 20 || exit 1; echo; done
+	$(BUILD)/remat compare unet --batch 8 --time-limit 20
+	@echo
+	$(BUILD)/remat compare pspnet --batch 1 --time-limit 20
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
@@ -109,7 +111,11 @@ install: all
 clean:
 	rm -rf build
 
-.PHONY: all setup check test san bench run install clean
+.PHONY: all setup check test san bench run install clean fixtures
 .SECONDARY:
 
 -include $(shell find build -name '*.d' 2>/dev/null)
+
+# Regenerates tests/data, the PyTorch reference data of tests/test_fixtures.c (needs torch).
+fixtures:
+	/usr/bin/python3 tools/make_fixtures.py

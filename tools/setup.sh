@@ -4,8 +4,10 @@
 # `make san` and `make bench`.
 set -eu
 
-# gcc/make: the build; python3: the independent oracles and JSON checks of the tests.
-packages="gcc make python3"
+# gcc/make: the build; libglpk-dev: the MILP solver of the optimal strategy; libdnnl-dev:
+# oneDNN 2.x for the cpu backend; python3: the independent oracles and JSON checks of the
+# tests.
+packages="gcc make libglpk-dev libdnnl-dev python3"
 
 missing=""
 for p in $packages; do

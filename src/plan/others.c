@@ -3,19 +3,18 @@
  */
 #include "plan/planners.h"
 
-/* The optimal MILP on the planners' graph; it does not search a budget. */
+/* The optimal MILP on the planners' graph; with budget min, a budget of 0 makes it
+ * plan at the least peak of its heuristic solutions. */
 static remat_status run_optimal(const remat_tgraph *tg, const remat_plan_opts *o,
                                 size_t budget, remat_schedule **out, remat_plan_info *info)
 {
     struct dag d;
     remat_status st;
 
-    if (o->budget_min)
-        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "strategy optimal does not search the "
-                          "smallest budget: give a budget in bytes");
     if ((st = dag_build(tg, &d)))
         return st;
-    st = plan_optimal(tg, &d, budget, o->time_limit > 0 ? o->time_limit : 60, out, info);
+    st = plan_optimal(tg, &d, o->budget_min ? 0 : budget,
+                      o->time_limit > 0 ? o->time_limit : 60, out, info);
     dag_fini(&d);
     return st;
 }
