@@ -1,0 +1,65 @@
+/*
+ * backend_cpu.c - the cpu backend: host memory and oneDNN 2.x kernels (src/kernels/cpu;
+ * cpu.h says what runs on oneDNN and what on the reference kernels, how primitives are
+ * cached and how threads are set).
+ *
+ * threads (remat_train_opts.threads, 0: all processors) is the OpenMP thread count
+ * oneDNN runs with; Debian's oneDNN is built on OpenMP, so the backend sets it with
+ * omp_set_num_threads on the thread that calls it. The first step makes the oneDNN
+ * primitives and grows the scratch; later steps reuse both.
+ */
+#include "exec/backend.h"
+#include "kernels/cpu/cpu.h"
+
+#include <string.h>
+
+static remat_status be_create(const remat_train_opts *o, void **ctx)
+{
+    struct cpu_ctx *c;
+    remat_status st = cpu_ctx_new(o ? o->threads : 0, &c);
+
+    *ctx = st ? NULL : c;
+    return st;
+}
+
+static void be_destroy(void *ctx)
+{
+    cpu_ctx_free(ctx);
+}
+
+static void *be_alloc(void *ctx, size_t bytes)
+{
+    size_t n = core_align_up(bytes ? bytes : 64, 64);
+    void *p = aligned_alloc(64, n);
+
+    (void)ctx;
+    if (p)
+        memset(p, 0, n);
+    return p;
+}
+
+static void be_release(void *ctx, void *p, size_t bytes)
+{
+    (void)ctx;
+    (void)bytes;
+    free(p);
+}
+
+static remat_status be_forward(void *ctx, const struct kop *op)
+{
+    return cpu_forward(ctx, op);
+}
+
+static remat_status be_backward(void *ctx, const struct kop *op)
+{
+    return cpu_backward(ctx, op);
+}
+
+static const struct backend_ops cpu_ops = {
+    "cpu", be_create, be_destroy, be_alloc, be_release, be_forward, be_backward,
+};
+
+const struct backend_ops *backend_cpu(void)
+{
+    return &cpu_ops;
+}

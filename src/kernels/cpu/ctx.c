@@ -1,0 +1,51 @@
+/*
+ * ctx.c - the cpu backend's context: a oneDNN CPU engine and an in-order stream, the
+ * OpenMP thread count, the primitive cache and the scratch (cpu.h).
+ */
+#include "kernels/cpu/cpu.h"
+
+#include <omp.h>
+
+remat_status cpu_ctx_new(int threads, struct cpu_ctx **out)
+{
+    struct cpu_ctx *c;
+    remat_status st = REMAT_OK;
+
+    *out = NULL;
+    if (threads < 0)
+        return REMAT_FAIL(REMAT_ERR_ARG, "cpu backend: %d threads", threads);
+    c = calloc(1, sizeof *c);
+    if (!c)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "cpu backend: out of memory");
+    c->threads = threads ? threads : omp_get_num_procs();
+    cpu_ctx_threads(c);
+    c->block4 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) ==
+                        dnnl_cpu_isa_avx512_core
+                    ? dnnl_nChw16c
+                    : dnnl_nChw8c;
+    CPU_TRY(dnnl_engine_create(&c->engine, dnnl_cpu, 0));
+    CPU_TRY(dnnl_stream_create(&c->stream, c->engine, dnnl_stream_in_order));
+    *out = c;
+    return REMAT_OK;
+fail:
+    cpu_ctx_free(c);
+    return st;
+}
+
+void cpu_ctx_free(struct cpu_ctx *c)
+{
+    if (!c)
+        return;
+    cpu_cache_free(c);
+    if (c->stream)
+        dnnl_stream_destroy(c->stream);
+    if (c->engine)
+        dnnl_engine_destroy(c->engine);
+    free(c->scratch);
+    free(c);
+}
+
+void cpu_ctx_threads(const struct cpu_ctx *c)
+{
+    omp_set_num_threads(c->threads);
+}

@@ -1,0 +1,61 @@
+/*
+ * dispatch.c - the cpu backend's two entry points: oneDNN for the families cpu.h lists,
+ * the reference kernels for everything else, and for what oneDNN cannot match exactly:
+ * - relu: every oneDNN 2.6 relu (relu, relu_use_dst_for_bwd, clip; AVX2 and AVX-512 JIT)
+ *   turns a NaN x into 0 and -0 into +0, and its backward passes dy where y is NaN and
+ *   makes a NaN dy where y <= 0 a NaN dx, where the contract keeps NaNs where they are
+ *   (a diverging run would hide them). relu is memory bound anyway: the reference's one
+ *   fused loop per pass moves less memory than oneDNN's backward plus the accumulation.
+ * - max pooling: the contract keeps an int32 argmax per output in aux (h*W + w), where
+ *   oneDNN keeps a workspace of its own layout.
+ * - a backward whose dout is NULL, the constant 1 (only losses see it);
+ * - average pooling whose last ceil_mode window runs past the padding with
+ *   count_include_pad (pool.c).
+ * Global average pooling, add, concat, crop, pad, upsampling, dropout and the losses are
+ * cheap or data movement and run on the reference kernels too.
+ */
+#include "kernels/cpu/cpu.h"
+
+/* True for batch norm on the layouts norm.c handles (2-d or 4-d). */
+static bool bn_ok(const struct kop *op)
+{
+    return op->in[0].ndim == 2 || op->in[0].ndim == 4;
+}
+
+remat_status cpu_forward(struct cpu_ctx *c, const struct kop *op)
+{
+    cpu_ctx_threads(c);
+    switch (op->type) {
+    case REMAT_OP_CONV2D:
+    case REMAT_OP_CONV_TRANSPOSE2D:
+        return cpu_conv_forward(c, op);
+    case REMAT_OP_BATCH_NORM:
+        return bn_ok(op) ? cpu_bn_forward(c, op) : ref_forward(op);
+    case REMAT_OP_AVG_POOL:
+        return cpu_can_avg_pool(op) ? cpu_avg_pool_forward(c, op) : ref_forward(op);
+    case REMAT_OP_LINEAR:
+        return cpu_linear_forward(c, op);
+    default:
+        return ref_forward(op);
+    }
+}
+
+remat_status cpu_backward(struct cpu_ctx *c, const struct kop *op)
+{
+    cpu_ctx_threads(c);
+    if (!op->dout.data) /* the constant 1: only the losses see it */
+        return ref_backward(op);
+    switch (op->type) {
+    case REMAT_OP_CONV2D:
+    case REMAT_OP_CONV_TRANSPOSE2D:
+        return cpu_conv_backward(c, op);
+    case REMAT_OP_BATCH_NORM:
+        return bn_ok(op) ? cpu_bn_backward(c, op) : ref_backward(op);
+    case REMAT_OP_AVG_POOL:
+        return cpu_can_avg_pool(op) ? cpu_avg_pool_backward(c, op) : ref_backward(op);
+    case REMAT_OP_LINEAR:
+        return cpu_linear_backward(c, op);
+    default:
+        return ref_backward(op);
+    }
+}
