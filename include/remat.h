@@ -388,6 +388,20 @@ remat_status remat_trainer_param(remat_trainer *t, const char *name, float **dat
 remat_status remat_trainer_save(const remat_trainer *t, const char *path);
 remat_status remat_trainer_load(remat_trainer *t, const char *path);
 
+/* ------------------------------------------------------------------ data */
+
+/* A data file of images and labels (docs/formats.md): "REMATDAT", int64 count, C, H, W,
+ * then count*C*H*W float32 images (NCHW), then count int32 labels. */
+typedef struct remat_data remat_data;
+
+remat_status remat_data_open(const char *path, remat_data **out);
+void remat_data_free(remat_data *d);
+int64_t remat_data_count(const remat_data *d);
+/* The shape of one sample: C, H, W. */
+void remat_data_sample_shape(const remat_data *d, int64_t chw[3]);
+/* Samples first .. first+n-1 (wrapping around the file) into x and labels. */
+void remat_data_batch(const remat_data *d, int64_t first, int64_t n, float *x, int32_t *labels);
+
 #ifdef __cplusplus
 }
 #endif

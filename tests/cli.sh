@@ -31,7 +31,7 @@ expect_error() {
 json_get() { "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # --help everywhere
-for c in "" zoo plan; do
+for c in "" zoo plan compare train; do
     if $REMAT $c --help >"$tmp/out" 2>&1 && grep -q "usage: remat" "$tmp/out"; then ok "help $c"
     else fail "help $c" "$(head -3 "$tmp/out")"; fi
 done
@@ -99,6 +99,38 @@ if [ -f "$graphs/cg_resnet50.txt" ]; then
 else
     skip "dump resnet50" "$graphs is absent"
 fi
+
+# remat train: planned equals measured, the same parameters under every plan, real data
+if $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 2 --json >"$tmp/t0.json" 2>/dev/null &&
+   $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 2 --strategy approx-mc --budget min --json >"$tmp/t1.json" 2>/dev/null; then
+    r=$(json_get "$tmp/t1.json" "all(k in j for k in ('planned_peak_bytes','measured_peak_bytes','arena_bytes','loss','step_seconds','param_checksum')) and j['planned_peak_bytes'] == j['measured_peak_bytes'] <= j['arena_bytes'] and len(j['loss']) == 2")
+    [ "$r" = True ] && ok "train json" || fail "train json" "$(cat "$tmp/t1.json")"
+    [ "$(json_get "$tmp/t0.json" "j['param_checksum']")" = "$(json_get "$tmp/t1.json" "j['param_checksum']")" ] &&
+        ok "train same bits" || fail "train same bits" "checksums differ"
+else
+    fail "train json" "remat train failed"
+fi
+"$PY" - "$tmp/d.bin" <<'PYEOF'
+import random, struct, sys
+random.seed(3)
+n, c, h, w = 4, 3, 32, 32
+with open(sys.argv[1], 'wb') as f:
+    f.write(b'REMATDAT' + struct.pack('<4q', n, c, h, w))
+    f.write(struct.pack('<%df' % (n * c * h * w), *[random.uniform(-1, 1) for _ in range(n * c * h * w)]))
+    f.write(struct.pack('<%di' % n, *[random.randrange(10) for _ in range(n)]))
+PYEOF
+if $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 2 --data "$tmp/d.bin" --save "$tmp/p.prm" --json >"$tmp/t2.json" 2>/dev/null &&
+   $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 1 --load "$tmp/p.prm" --json >/dev/null 2>&1 &&
+   [ "$(json_get "$tmp/t2.json" "j['param_checksum']")" != "$(json_get "$tmp/t0.json" "j['param_checksum']")" ]; then
+    ok "train with data, save and load"
+else
+    fail "train with data, save and load" "$(cat "$tmp/t2.json")"
+fi
+head -c 100 "$tmp/d.bin" >"$tmp/short.bin"
+expect_error "truncated data" "not the file's size" $REMAT train resnet18 --input-size 32x32 --data "$tmp/short.bin"
+expect_error "data shape" "takes 3x224x224" $REMAT train resnet18 --data "$tmp/d.bin"
+expect_error "bad params file" "not a remat parameter file" $REMAT train resnet18 --input-size 32x32 --load "$tmp/d.bin"
+expect_error "train a dump" "cannot open\\|no shapes\\|no such file" $REMAT train /nonexistent/cg.txt
 
 # make install: another C program links libremat through pkg-config
 if command -v pkg-config >/dev/null && [ -f Makefile ]; then

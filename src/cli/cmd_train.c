@@ -14,7 +14,8 @@ static void help(FILE *f)
             "usage: remat train MODEL [options]\n\n"
             "Plans one training step, then runs K steps of SGD inside the planned arena\n"
             "and reports the planned and measured peaks. MODEL is a zoo name (`remat zoo`).\n"
-            "Inputs and labels are synthetic, drawn from the seed, unless --data is given.\n\n"
+            "Inputs and labels are synthetic, drawn from the seed, unless --data is given.\n"
+            "REMAT_DEBUG=1 checks every allocation for overlaps with live buffers.\n\n"
             "  --batch N            batch size (default 1)\n"
             "  --steps K            training steps (default 3)\n"
             "  --strategy S         planning strategy (default none; see `remat plan --help`)\n"
@@ -26,6 +27,7 @@ static void help(FILE *f)
             "                       `remat plan`\n"
             "  --seed S             parameters, data and dropout (default 1)\n"
             "  --lr X --momentum X --weight-decay X   SGD (defaults 0.01, 0.9, 1e-4)\n"
+            "  --data FILE          images and labels (format: docs/formats.md), used in order\n"
             "  --load FILE          start from saved parameters\n"
             "  --save FILE          save the parameters after training\n"
             "  --json               print the results as one JSON object\n");
@@ -64,7 +66,10 @@ int cmd_train(int argc, char **argv)
     struct cli_model m = {.zoo = {.batch = 1}};
     remat_plan_opts po = {0};
     remat_train_opts to = remat_train_opts_default();
-    const char *strategy = "none", *load = NULL, *save = NULL, *v;
+    const char *strategy = "none", *load = NULL, *save = NULL, *data_path = NULL, *v;
+    remat_data *data = NULL;
+    float *xb = NULL;
+    int32_t *yb = NULL;
     remat_schedule *s = NULL;
     remat_trainer *t = NULL;
     remat_plan_info pi;
@@ -120,6 +125,9 @@ int cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--weight-decay")) {
             if (!(v = cli_value(argc, argv, &i)) || !parse_f(a, v, &to.weight_decay))
                 return 1;
+        } else if (!strcmp(a, "--data")) {
+            if (!(data_path = cli_value(argc, argv, &i)))
+                return 1;
         } else if (!strcmp(a, "--load")) {
             if (!(load = cli_value(argc, argv, &i)))
                 return 1;
@@ -158,6 +166,29 @@ int cmd_train(int argc, char **argv)
         cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
         goto out;
     }
+    if (data_path) {
+        int64_t chw[3], shape[4];
+
+        if (remat_data_open(data_path, &data)) {
+            cli_error(NULL, "%s", remat_errmsg());
+            goto out;
+        }
+        remat_data_sample_shape(data, chw);
+        remat_graph_value_shape(m.g, 0, shape); /* the zoo's input is value 0 */
+        if (chw[0] != shape[1] || chw[1] != shape[2] || chw[2] != shape[3]) {
+            cli_error("give --input-size to match the data", "%s: samples are %lldx%lldx%lld "
+                      "but %s takes %lldx%lldx%lld", data_path, (long long)chw[0],
+                      (long long)chw[1], (long long)chw[2], m.spec, (long long)shape[1],
+                      (long long)shape[2], (long long)shape[3]);
+            goto out;
+        }
+        xb = malloc(sizeof *xb * (size_t)(m.zoo.batch * chw[0] * chw[1] * chw[2]));
+        yb = malloc(sizeof *yb * (size_t)m.zoo.batch);
+        if (!xb || !yb) {
+            cli_error(NULL, "out of memory");
+            goto out;
+        }
+    }
     loss = calloc((size_t)steps, sizeof *loss);
     secs = calloc((size_t)steps, sizeof *secs);
     sorted = calloc((size_t)steps, sizeof *sorted);
@@ -168,7 +199,11 @@ int cmd_train(int argc, char **argv)
     for (int64_t i = 0; i < steps; i++) {
         double t0 = now();
 
-        if (remat_trainer_step(t, NULL, NULL, &loss[i])) {
+        const float *inputs[1] = {xb};
+
+        if (data)
+            remat_data_batch(data, i * m.zoo.batch, m.zoo.batch, xb, yb);
+        if (remat_trainer_step(t, data ? inputs : NULL, yb, &loss[i])) {
             cli_error(NULL, "%s: step %lld: %s", m.spec, (long long)i + 1, remat_errmsg());
             goto out;
         }
@@ -227,6 +262,9 @@ int cmd_train(int argc, char **argv)
     }
     rc = 0;
 out:
+    remat_data_free(data);
+    free(xb);
+    free(yb);
     free(loss);
     free(secs);
     free(sorted);

@@ -13,6 +13,7 @@
  */
 #include "exec/exec.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 remat_train_opts remat_train_opts_default(void)
@@ -101,6 +102,7 @@ remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
     t->s = s;
     t->o = o ? *o : remat_train_opts_default();
     t->planned_peak = r.activation_peak_bytes;
+    t->debug = getenv("REMAT_DEBUG") != NULL;
     switch (t->o.backend) {
     case REMAT_BACKEND_REF:
         t->be = backend_ref();
@@ -208,6 +210,15 @@ static void allocate(remat_trainer *t, remat_step step, size_t *next_inst)
         in = &t->lay.inst[(*next_inst)++];
         REMAT_ASSERT(in->buf == b);
         t->cur_off[b] = in->offset;
+        if (t->debug)
+            for (int32_t q = 0; q < 2 * t->tg->n_values; q++) {
+                size_t qb = tgraph_buf_bytes(t->tg, q);
+
+                /* no live buffer may share a byte with the new one */
+                REMAT_ASSERT(!t->live[q] || !qb || !in->bytes ||
+                             t->cur_off[q] >= in->offset + in->bytes ||
+                             in->offset >= t->cur_off[q] + qb);
+            }
         t->live[b] = true;
         t->live_bytes += in->bytes;
         if (b >= t->tg->n_values) /* a gradient: accumulated into, so zeroed first */

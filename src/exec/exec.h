@@ -35,6 +35,7 @@ struct remat_trainer {
     int32_t *reads, *makes;
     size_t live_bytes, measured_peak, planned_peak;
     int64_t step;
+    bool debug;               /* REMAT_DEBUG set: check every allocation for overlaps */
 };
 
 /* params.c */
