@@ -553,6 +553,66 @@ static void test_vgg19_dump(void)
     remat_tgraph_free(tg);
 }
 
+/*
+ * `optimal` is never worse than the other planners: at the budget each other strategy
+ * reaches (its simulated peak at its own minimum), the optimal plan fits and recomputes
+ * no more than it (both overheads measured by the simulator). The test says where the
+ * MILP's own plan lost and another strategy's was returned (plan.c: best_of_others).
+ */
+static void test_versus_others(void)
+{
+    int compared = 0;
+
+    rng_state = seed ^ 0x0ddba11;
+    for (int k = 0; k < 24; k++) {
+        remat_graph *g = new_graph(NULL);
+        remat_tgraph *tg;
+
+        build_random(g, 2 + (int)urand(6));
+        REMAT_ASSERT_TEST(remat_graph_status(g) == REMAT_OK);
+        tg = to_tgraph(g);
+        for (int st = REMAT_STRATEGY_NONE; st < REMAT_STRATEGY_OPTIMAL; st++) {
+            remat_plan_opts po = {.strategy = (remat_strategy)st, .budget_min = true};
+            remat_schedule *s = NULL;
+            remat_sim_result ro, rs;
+            remat_plan_info io;
+
+            if (remat_plan(tg, &po, &s, NULL) || remat_sim_run(tg, s, &rs)) {
+                remat_schedule_free(s);
+                continue; /* a strategy that has no plan here has nothing to compare */
+            }
+            remat_schedule_free(s);
+            {
+                remat_plan_opts oo = {.strategy = REMAT_STRATEGY_OPTIMAL, .time_limit = 20,
+                                      .budget_bytes = rs.activation_peak_bytes +
+                                                      remat_tgraph_resident_bytes(tg)};
+                remat_schedule *so = NULL;
+
+                memset(&ro, 0, sizeof ro);
+                CHECK(remat_plan(tg, &oo, &so, &io) == REMAT_OK && !remat_sim_run(tg, so, &ro),
+                      "graph %d: optimal found no plan at %s's peak %zu: %s", k,
+                      remat_strategy_name((remat_strategy)st), rs.activation_peak_bytes,
+                      remat_errmsg());
+                remat_schedule_free(so);
+            }
+            CHECK(ro.activation_peak_bytes <= rs.activation_peak_bytes, "graph %d: optimal "
+                  "peak %zu above the budget %zu", k, ro.activation_peak_bytes,
+                  rs.activation_peak_bytes);
+            CHECK(ro.overhead <= rs.overhead + 1e-9, "graph %d: "
+                  "optimal overhead %.4f above %s's %.4f at the same budget", k, ro.overhead,
+                  remat_strategy_name((remat_strategy)st), rs.overhead);
+            if (io.optimality_gap < 0)
+                printf("  graph %d at %s's budget: another strategy beat the MILP's plan\n", k,
+                       remat_strategy_name((remat_strategy)st));
+            compared++;
+        }
+        remat_tgraph_free(tg);
+        remat_graph_free(g);
+    }
+    printf("  %d plans compared\n", compared);
+    CHECK(compared > 50, "only %d comparisons", compared);
+}
+
 int main(void)
 {
     const char *env = getenv("REMAT_SEED");
@@ -565,5 +625,6 @@ int main(void)
     RUN(test_budget_min);
     RUN(test_oom);
     RUN(test_vgg19_dump);
+    RUN(test_versus_others);
     return harness_end();
 }

@@ -206,6 +206,40 @@ static remat_status plan_heuristic(const remat_tgraph *tg, const remat_plan_opts
     return st;
 }
 
+/*
+ * `optimal` returns the MILP's plan unless another strategy recomputes less within the
+ * same activation budget: the MILP's memory model is stricter than the simulator's on
+ * some graphs (a backward stage's gradients are all counted at once), so on those its
+ * proven optimum is not the simulator's. The plan returned is the best known.
+ */
+static remat_status best_of_others(const remat_tgraph *tg, size_t budget, remat_schedule **out,
+                                   remat_plan_info *info)
+{
+    remat_sim_result best;
+    remat_status st;
+
+    if ((st = remat_sim_run(tg, *out, &best)))
+        return st;
+    for (int s = REMAT_STRATEGY_NONE; s < REMAT_STRATEGY_OPTIMAL; s++) {
+        remat_plan_opts o = {.strategy = (remat_strategy)s, .max_lower_sets = 20000,
+                             .budget_bytes = budget + tg->resident_bytes};
+        remat_schedule *c = NULL;
+        remat_sim_result r;
+
+        if (budget >= SIZE_MAX / 4 || remat_plan(tg, &o, &c, NULL) || remat_sim_run(tg, c, &r) ||
+            r.activation_peak_bytes > budget || r.overhead >= best.overhead) {
+            remat_schedule_free(c);
+            continue;
+        }
+        remat_schedule_free(*out);
+        *out = c;
+        best = r;
+        info->optimality_gap = -1; /* the MILP's plan was not the best: no proven gap */
+    }
+    core_clear_error();
+    return REMAT_OK;
+}
+
 remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_schedule **out,
                         remat_plan_info *info)
 {
@@ -251,6 +285,8 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
         break;
     default:
         st = planner_other(tg, &opts, &budget, out, info);
+        if (!st && opts.strategy == REMAT_STRATEGY_OPTIMAL)
+            st = best_of_others(tg, budget, out, info);
         break;
     }
     if (st)
