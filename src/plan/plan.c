@@ -220,9 +220,11 @@ static remat_status best_of_others(const remat_tgraph *tg, size_t budget, remat_
 
     if ((st = remat_sim_run(tg, *out, &best)))
         return st;
-    for (int s = REMAT_STRATEGY_NONE; s < REMAT_STRATEGY_OPTIMAL; s++) {
-        remat_plan_opts o = {.strategy = (remat_strategy)s, .max_lower_sets = 20000,
-                             .budget_bytes = budget + tg->resident_bytes};
+    /* Each strategy at this budget and at its own minimum (which may fit too). */
+    for (int k = 0; k < 2 * REMAT_STRATEGY_OPTIMAL; k++) {
+        remat_plan_opts o = {.strategy = (remat_strategy)(k / 2), .max_lower_sets = 20000,
+                             .budget_min = k % 2 == 1,
+                             .budget_bytes = k % 2 ? 0 : budget + tg->resident_bytes};
         remat_schedule *c = NULL;
         remat_sim_result r;
 
