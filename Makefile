@@ -116,6 +116,6 @@ clean:
 
 -include $(shell find build -name '*.d' 2>/dev/null)
 
-# Regenerates tests/data, the PyTorch reference data of tests/test_fixtures.c (needs torch).
+# Regenerates tests/data, the PyTorch reference data of tests/test_fixtures_ops.c and tests/test_fixtures_models.c (needs torch).
 fixtures:
 	/usr/bin/python3 tools/make_fixtures.py

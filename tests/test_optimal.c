@@ -617,7 +617,7 @@ int main(void)
 {
     const char *env = getenv("REMAT_SEED");
 
-    seed = env && *env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
+    seed = env && *env ? strtoull(env, NULL, 10) : 20240611u;
     RUN(test_small_graphs);
     RUN(test_random_graphs);
     RUN(test_infeasible);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""make_fixtures.py - PyTorch reference data for tests/test_fixtures.c.
+"""make_fixtures.py - PyTorch reference data for tests/test_fixtures_ops.c and tests/test_fixtures_models.c.
 
 Run with the Python that has PyTorch (`make fixtures`, i.e. /usr/bin/python3
 tools/make_fixtures.py). It rewrites tests/data/ops.fix, tests/data/models.fix and

@@ -1,0 +1,160 @@
+/*
+ * optimal.h - what the three files of the `optimal` strategy share: the MILP's nodes and
+ * stages (struct opt, built by optimal.c), the best heuristic solution (struct best),
+ * the outcome of a GLPK solve (struct solve), and the functions each file gives the
+ * others. optimal.c describes the formulation; optimal_milp.c builds the MILP and
+ * solves it with GLPK; optimal_heur.c finds solutions outside GLPK.
+ *
+ * A solution is two arrays of ns x nf bools, R[s * nf + i] (forward node i runs in stage
+ * s) and S[s * nf + i] (node i's value is live entering stage s); every array of struct
+ * opt and struct best comes from optimal_take and lives until plan_optimal returns.
+ */
+#ifndef REMAT_PLAN_OPTIMAL_H
+#define REMAT_PLAN_OPTIMAL_H
+
+#include "plan/planners.h"
+
+#include <time.h>
+
+struct opt {
+    const remat_tgraph *tg;
+    const struct dag *d;
+    const remat_allocator *a;
+    int32_t nf, nb, ns;
+    int32_t *fop;            /* forward node -> op */
+    int32_t *anchor;         /* dag node of a view -> forward node it follows, -1: first */
+    size_t *m, *mk;          /* bytes its FWD makes; the part some step reads */
+    double *t;               /* T */
+    int32_t *rd_at, *rd;     /* forward node -> forward nodes its FWD reads (CSR) */
+    int32_t *us_at, *us;     /* forward node -> forward nodes whose FWD reads it */
+    int32_t *bop;            /* backward node -> op */
+    int32_t *br_at, *br;     /* backward node -> forward nodes its BWD reads */
+    int32_t *last;           /* forward node -> the last stage that can need it */
+    int32_t *last_use;       /* forward node -> its last reader's stage (no recompute) */
+    size_t *g_rec, *g_bwd;   /* backward node -> gradient bytes at its recomputations, at it */
+    double fwd_cost;         /* the simulator's forward cost */
+    vec blocks;              /* struct block: every allocation above, freed in opt_fini */
+};
+
+/* The best solution found so far that fits, and scratch for candidates. */
+struct best {
+    bool *R, *S, *rc, *sc, *cache;
+    uint8_t *mode, *best_mode;  /* per node: the candidate's, the best one's */
+    bool found;
+    double cost;
+    size_t budget;
+    size_t peak;                /* the last candidate's MILP peak */
+};
+
+/* The outcome of a solve. */
+struct solve {
+    bool found;          /* R and S hold GLPK's solution */
+    bool proven;         /* ... proven optimal */
+    double bound;        /* a lower bound on the overhead, -1: none */
+};
+
+static inline double optimal_seconds(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Whether the MILP has R[s][i], S[s][i]; whether R[s][i] is fixed at 1. */
+static inline bool optimal_has_r(const struct opt *o, int32_t s, int32_t i)
+{
+    return (s >= o->nf || i <= s) && s <= o->last[i];
+}
+
+static inline bool optimal_has_s(const struct opt *o, int32_t s, int32_t i)
+{
+    return i < s && s < o->ns && s <= o->last[i];
+}
+
+static inline bool optimal_is_fixed(const struct opt *o, int32_t s, int32_t i)
+{
+    return s < o->nf && i == s;
+}
+
+/* Gradient bytes live at a forward position (bwd false) or the backward of stage s. */
+static inline size_t optimal_grad_at(const struct opt *o, int32_t s, bool bwd)
+{
+    if (s < o->nf)
+        return 0;
+    return bwd ? o->g_bwd[s - o->nf] : o->g_rec[s - o->nf];
+}
+
+/* Whether backward node k reads forward node i. */
+static inline bool optimal_bwd_reads(const struct opt *o, int32_t k, int32_t i)
+{
+    for (int32_t e = o->br_at[k]; e < o->br_at[k + 1]; e++)
+        if (o->br[e] == i)
+            return true;
+    return false;
+}
+
+/* ---------------------------------------------------------------- optimal.c */
+
+/* A zeroed array of n items from the graph's allocator, released by opt_fini; NULL when
+ * out of memory. */
+void *optimal_take(struct opt *o, size_t n, size_t size);
+
+/*
+ * The MILP's own peak of a solution in bytes (max of U + G with every F at its
+ * largest), or SIZE_MAX when the solution breaks a dependency.
+ */
+size_t optimal_account(const struct opt *o, const bool *R, const bool *S);
+
+/* ----------------------------------------------------------- optimal_heur.c */
+
+/*
+ * Drops what a solution computes or keeps without a use: a recomputation that nothing
+ * later in its stage reads and that is not kept, a kept value that its stage does not
+ * read and does not hand on. Never raises the cost or the memory.
+ */
+void optimal_trim(const struct opt *o, bool *R, bool *S);
+
+/* The recomputation cost of a solution: T of every FWD but each stage's own. */
+double optimal_cost(const struct opt *o, const bool *R);
+
+/* The forward nodes by T / Mk, the dearest to recompute per byte first. */
+void optimal_order(const struct opt *o, int32_t *order);
+
+/*
+ * Solutions outside the MILP solver, for its first incumbent: keep sets of the nodes
+ * dearest to recompute per byte (every prefix) and of every k-th node, the others
+ * dropped or cached; then, from the best, a local search that changes one node's mode
+ * or swaps a kept node for another, until nothing improves or t_end. The best that fits
+ * b->budget is in b. order gets optimal_order's.
+ */
+void optimal_search(const struct opt *o, struct best *b, int32_t *order, double t_end);
+
+/* The least MILP peak among the heuristics' starting solutions (every keep set of
+ * optimal_search, recomputed values dropped): the budget of the least-peak mode. order
+ * is optimal_order's. Sets b->budget to 0, so b keeps no solution. */
+size_t optimal_least_peak(const struct opt *o, struct best *b, const int32_t *order);
+
+/*
+ * Checkmate's two-phase rounding: the kept values of the LP relaxation (x[cs[q]], the
+ * relaxation's value of the column of S cell q; cs[q] 0: no column), rounded at several
+ * thresholds, each completed into a solution (values recomputed for a backward dropped
+ * after it, or cached) and offered to b.
+ */
+void optimal_round(const struct opt *o, struct best *b, const int *cs, const double *x);
+
+/* ----------------------------------------------------------- optimal_milp.c */
+
+/*
+ * Solves the MILP under `budget` bytes (coefficients in units of `unit` bytes) until
+ * t_end. The LP relaxation comes first: its bound goes to sv->bound, its kept values
+ * are rounded into solutions offered to b (optimal_round), and b's best becomes GLPK's
+ * first incumbent, or the answer when it meets the bound. Then branch and bound (GLPK's
+ * presolver is off: it renumbers columns, and the incumbent could not be given). On
+ * REMAT_OK, *sv says what was found (with sv->found, R and S hold GLPK's solution,
+ * trimmed); no solution within the time limit is REMAT_OK with nothing found.
+ */
+remat_status optimal_solve(struct opt *o, struct best *b, double budget, double unit,
+                           double t_end, bool *R, bool *S, struct solve *sv);
+
+#endif

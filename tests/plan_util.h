@@ -1,0 +1,471 @@
+/*
+ * plan_util.h - helpers shared by the lower-set and DP tests (test_lowerset.c,
+ * test_dp.c, test_plan.c): CHECK_OR, a seeded random stream, small DAGs as bitsets
+ * (struct hg, up to HN nodes) with random generators and their conversion to the
+ * planners' struct dag, lower sets and their M, T, boundary and M(δ+(L)) + M(δ−(δ+(L))
+ * \ L) worked out from the definitions, check_family (lsets_build against an expected
+ * family), and RUN_TIMED. Each test program includes this header once; a broken fixture
+ * stops the program (REMAT_ASSERT_TEST), it is not a test failure.
+ *
+ * Seed: REMAT_SEED (printed); each random test restarts from it (reseed), so one can be
+ * rerun.
+ */
+#ifndef REMAT_PLAN_UTIL_H
+#define REMAT_PLAN_UTIL_H
+
+#include "harness.h"
+#include "plan/kusumoto.h"
+
+#include <stdint.h>
+#include <time.h>
+
+/* CHECK, then `on_fail` (return, goto, break, continue of the enclosing loop) when it
+ * failed: one report per graph. An if-else, so that break and continue reach the loop. */
+#define CHECK_OR(cond, on_fail, ...)                                                     \
+    if (!(cond)) {                                                                       \
+        CHECK(cond, __VA_ARGS__);                                                        \
+        on_fail;                                                                         \
+    } else                                                                               \
+        (void)0
+
+/* ------------------------------------------------------------------ random */
+
+static uint64_t rng_state, seed;
+
+static inline uint64_t splitmix64(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n), n > 0. */
+static inline uint64_t urand(uint64_t n)
+{
+    return splitmix64() % n;
+}
+
+static inline void reseed(uint64_t salt)
+{
+    rng_state = seed ^ (salt * 0xd1b54a32d192ed03ull);
+    printf("  seed %llu (REMAT_SEED to change)\n", (unsigned long long)seed);
+}
+
+/* ------------------------------------------------------- sets and graphs */
+
+#define HN 192 /* nodes of a hand-built graph */
+#define HW 3   /* words of a set */
+
+typedef struct bset {
+    uint64_t w[HW];
+} bset;
+
+static inline bool bs_has(const bset *s, int32_t v)
+{
+    return (s->w[v >> 6] >> (v & 63)) & 1;
+}
+
+static inline void bs_add(bset *s, int32_t v)
+{
+    s->w[v >> 6] |= (uint64_t)1 << (v & 63);
+}
+
+static inline void bs_del(bset *s, int32_t v)
+{
+    s->w[v >> 6] &= ~((uint64_t)1 << (v & 63));
+}
+
+static inline bool bs_sub(const bset *a, const bset *b)
+{
+    for (int i = 0; i < HW; i++)
+        if (a->w[i] & ~b->w[i])
+            return false;
+    return true;
+}
+
+static inline bool bs_eq(const bset *a, const bset *b)
+{
+    return !memcmp(a, b, sizeof *a);
+}
+
+static inline int32_t bs_count(const bset *s)
+{
+    int32_t c = 0;
+
+    for (int i = 0; i < HW; i++)
+        c += __builtin_popcountll(s->w[i]);
+    return c;
+}
+
+static inline int bs_cmp(const void *x, const void *y)
+{
+    const bset *a = x, *b = y;
+
+    for (int i = HW; i-- > 0;)
+        if (a->w[i] != b->w[i])
+            return a->w[i] < b->w[i] ? -1 : 1;
+    return 0;
+}
+
+static inline bool bs_in(const bset *s, const bset *sorted, int32_t n)
+{
+    return bsearch(s, sorted, (size_t)n, sizeof *s, bs_cmp) != NULL;
+}
+
+/* A DAG as predecessor and successor sets, nodes in a topological order. */
+struct hg {
+    int32_t n;
+    bset pm[HN], sm[HN];
+    size_t m[HN];
+    double t[HN];
+    bool int_t; /* every T_v a whole number */
+};
+
+static inline void hg_reset(struct hg *g, int32_t n)
+{
+    REMAT_ASSERT_TEST(n >= 1 && n <= HN);
+    memset(g, 0, sizeof *g);
+    g->n = n;
+    g->int_t = true;
+}
+
+static inline void hg_edge(struct hg *g, int32_t u, int32_t v)
+{
+    REMAT_ASSERT_TEST(u >= 0 && u < v && v < g->n);
+    bs_add(&g->pm[v], u);
+    bs_add(&g->sm[u], v);
+}
+
+/* Byte sizes with ties and zeros, small and large; T integral (1; 1 or 10 as in
+ * Kusumoto's costs; 0..10) or fractional. */
+static inline void hg_weights(struct hg *g, bool int_t)
+{
+    int mm = (int)urand(4), tm = (int)urand(3);
+
+    for (int32_t v = 0; v < g->n; v++) {
+        switch (mm) {
+        case 0:
+            g->m[v] = urand(21);
+            break;
+        case 1:
+            g->m[v] = 1 + urand(1000);
+            break;
+        case 2:
+            g->m[v] = 64 * (1 + urand(4096));
+            break;
+        default:
+            g->m[v] = urand(10) ? 1000000 + urand(1000000000) : 0;
+            break;
+        }
+        if (!int_t)
+            g->t[v] = 0.01 + (double)urand(1000) / 97.0;
+        else
+            g->t[v] = tm == 0 ? 1 : tm == 1 ? (urand(4) ? 1 : 10) : (double)urand(11);
+    }
+    g->int_t = int_t;
+}
+
+/* Up to nmax nodes, every forward pair an edge with one of a few densities. */
+static inline void random_small(struct hg *g, int32_t nmax, bool int_t)
+{
+    static const int dens[] = {10, 25, 45, 70, 90};
+    int32_t n = 1 + (int32_t)urand((uint64_t)nmax);
+    int p = dens[urand(5)];
+
+    hg_reset(g, n);
+    for (int32_t v = 1; v < n; v++)
+        for (int32_t u = 0; u < v; u++)
+            if ((int)urand(100) < p)
+                hg_edge(g, u, v);
+    hg_weights(g, int_t);
+}
+
+/* 65..184 nodes on one to three interleaved paths, a few edges across: a few hundred to
+ * a few tens of thousands of lower sets, two or three bitset words. */
+static inline void random_narrow(struct hg *g)
+{
+    int32_t k = 1 + (int32_t)urand(3), last[3] = {-1, -1, -1}, n;
+
+    n = 65 + (int32_t)urand(k == 1 ? 120 : k == 2 ? 60 : 20);
+    hg_reset(g, n);
+    for (int32_t v = 0; v < n; v++) {
+        int32_t c = (int32_t)urand((uint64_t)k);
+
+        if (last[c] >= 0)
+            hg_edge(g, last[c], v);
+        if (v > 0 && urand(100) < 8) {
+            int32_t u = (int32_t)urand((uint64_t)v);
+
+            if (u != last[c])
+                hg_edge(g, u, v);
+        }
+        last[c] = v;
+    }
+    hg_weights(g, true);
+}
+
+/* The library's planners' graph, filled by hand (freed by dag_fini: NULL allocator). */
+static inline void to_dag(const struct hg *g, struct dag *d)
+{
+    int32_t n = g->n, k;
+    size_t ne = 0;
+
+    memset(d, 0, sizeof *d);
+    for (int32_t v = 0; v < n; v++)
+        ne += (size_t)bs_count(&g->pm[v]);
+    d->n = n;
+    d->words = (n + 63) / 64;
+    d->n_edges = ne;
+    d->al = NULL;
+    d->op = calloc((size_t)n + 1, sizeof *d->op);
+    d->node = calloc((size_t)n + 1, sizeof *d->node);
+    d->m = calloc((size_t)n + 1, sizeof *d->m);
+    d->t = calloc((size_t)n + 1, sizeof *d->t);
+    d->pred_at = calloc((size_t)n + 2, sizeof *d->pred_at);
+    d->succ_at = calloc((size_t)n + 2, sizeof *d->succ_at);
+    d->pred = calloc(ne + 1, sizeof *d->pred);
+    d->succ = calloc(ne + 1, sizeof *d->succ);
+    REMAT_ASSERT_TEST(d->op && d->node && d->m && d->t && d->pred_at && d->succ_at && d->pred &&
+                      d->succ);
+    k = 0;
+    for (int32_t v = 0; v < n; v++) {
+        d->op[v] = d->node[v] = v;
+        d->m[v] = g->m[v];
+        d->t[v] = g->t[v];
+        d->pred_at[v] = k;
+        for (int32_t u = 0; u < n; u++)
+            if (bs_has(&g->pm[v], u))
+                d->pred[k++] = u;
+    }
+    d->pred_at[n] = k;
+    k = 0;
+    for (int32_t u = 0; u < n; u++) {
+        d->succ_at[u] = k;
+        for (int32_t v = 0; v < n; v++)
+            if (bs_has(&g->sm[u], v))
+                d->succ[k++] = v;
+    }
+    d->succ_at[n] = k;
+}
+
+/* ------------------------------------------ lower sets from the definitions */
+
+struct sinfo {
+    bset s, bd;       /* the set, its boundary */
+    int32_t size;
+    size_t m, m_out;  /* M(L), M(δ+(L)) + M(δ−(δ+(L)) \ L) */
+    double t;
+    bool approx;      /* in the approximate family */
+};
+
+static inline bool is_lower(const struct hg *g, const bset *s)
+{
+    for (int32_t v = 0; v < g->n; v++)
+        if (bs_has(s, v) && !bs_sub(&g->pm[v], s))
+            return false;
+    return true;
+}
+
+static inline void set_info(const struct hg *g, const bset *s, struct sinfo *o)
+{
+    bset out = {{0}}, outp = {{0}};
+
+    memset(o, 0, sizeof *o);
+    o->s = *s;
+    for (int32_t v = 0; v < g->n; v++) {
+        if (!bs_has(s, v))
+            continue;
+        o->size++;
+        o->m += g->m[v];
+        o->t += g->t[v];
+        if (!bs_sub(&g->sm[v], s))
+            bs_add(&o->bd, v); /* a successor outside */
+        for (int i = 0; i < HW; i++)
+            out.w[i] |= g->sm[v].w[i];
+    }
+    for (int i = 0; i < HW; i++)
+        out.w[i] &= ~s->w[i]; /* δ+(L) */
+    for (int32_t w = 0; w < g->n; w++) {
+        if (!bs_has(&out, w))
+            continue;
+        o->m_out += g->m[w];
+        for (int i = 0; i < HW; i++)
+            outp.w[i] |= g->pm[w].w[i];
+    }
+    for (int i = 0; i < HW; i++)
+        outp.w[i] &= ~s->w[i]; /* δ−(δ+(L)) \ L, members of δ+(L) included */
+    for (int32_t u = 0; u < g->n; u++)
+        if (bs_has(&outp, u))
+            o->m_out += g->m[u];
+}
+
+/* v and every node with a path to v, grown to a fixpoint. */
+static inline bset ancestors(const struct hg *g, int32_t v)
+{
+    bset a = {{0}};
+    bool grew = true;
+
+    bs_add(&a, v);
+    while (grew) {
+        grew = false;
+        for (int32_t u = 0; u < g->n; u++)
+            if (bs_has(&a, u) && !bs_sub(&g->pm[u], &a)) {
+                for (int i = 0; i < HW; i++)
+                    a.w[i] |= g->pm[u].w[i];
+                grew = true;
+            }
+    }
+    return a;
+}
+
+static inline int32_t sort_unique(bset *s, int32_t n)
+{
+    int32_t k = 0;
+
+    qsort(s, (size_t)n, sizeof *s, bs_cmp);
+    for (int32_t i = 0; i < n; i++)
+        if (k == 0 || !bs_eq(&s[k - 1], &s[i]))
+            s[k++] = s[i];
+    return k;
+}
+
+/* {∅, V} and the ancestor closure of every node, sorted; out has room for n + 2. */
+static inline int32_t approx_family(const struct hg *g, bset *out)
+{
+    bset full = {{0}};
+    int32_t k = 0;
+
+    out[k++] = full;
+    for (int32_t v = 0; v < g->n; v++) {
+        bs_add(&full, v);
+        out[k++] = ancestors(g, v);
+    }
+    out[k++] = full;
+    return sort_unique(out, k);
+}
+
+/* Every lower set of a small graph: all 2^n subsets filtered. */
+static inline int32_t all_lower_small(const struct hg *g, bset *out)
+{
+    int32_t k = 0;
+
+    REMAT_ASSERT_TEST(g->n <= 12);
+    for (uint64_t mask = 0; mask < ((uint64_t)1 << g->n); mask++) {
+        bset s = {{mask}};
+
+        if (is_lower(g, &s))
+            out[k++] = s;
+    }
+    return k;
+}
+
+/* Every lower set by deciding the nodes in order (v may join only when its
+ * predecessors have); counts past cap without storing. */
+static inline void enum_lower(const struct hg *g, int32_t v, bset *cur, bset *out, int32_t cap,
+                              int32_t *n_out)
+{
+    if (*n_out > cap)
+        return;
+    if (v == g->n) {
+        if (*n_out < cap)
+            out[*n_out] = *cur;
+        (*n_out)++;
+        return;
+    }
+    enum_lower(g, v + 1, cur, out, cap, n_out);
+    if (bs_sub(&g->pm[v], cur)) {
+        bs_add(cur, v);
+        enum_lower(g, v + 1, cur, out, cap, n_out);
+        bs_del(cur, v);
+    }
+}
+
+/* ---------------------------------------------------- checking lsets_build */
+
+/*
+ * lsets_build(exact) against want[0..n_want) (sorted by bs_cmp): the same family, sizes
+ * in order, and every set's M, T, boundary and m_out recomputed. False after the first
+ * mismatch, which is reported.
+ */
+static inline bool check_family(const struct hg *g, const struct dag *d, bool exact,
+                                const bset *want, int32_t n_want, int gi)
+{
+    const char *fam = exact ? "exact" : "approx";
+    struct lsets ls;
+    bset *got = NULL;
+    bool ok = false;
+    remat_status st = lsets_build(d, exact, (int64_t)1 << 30, &ls);
+
+    CHECK_OR(st == REMAT_OK, return false, "graph %d %s: %s", gi, fam, remat_errmsg());
+    CHECK_OR(ls.n == n_want, goto out, "graph %d (%d nodes) %s: %d sets, expected %d", gi,
+             g->n, fam, ls.n, n_want);
+    CHECK_OR(ls.words == (g->n + 63) / 64, goto out, "graph %d: %d words", gi, ls.words);
+    got = calloc((size_t)ls.n + 1, sizeof *got);
+    REMAT_ASSERT_TEST(got);
+    CHECK_OR(ls.bd_at[0] == 0, goto out, "graph %d: bd_at[0] = %d", gi, ls.bd_at[0]);
+    for (int32_t i = 0; i < ls.n; i++) {
+        const uint64_t *b = lsets_bits(&ls, i);
+        struct sinfo si;
+        bset bd = {{0}};
+
+        for (int k = 0; k < ls.words; k++)
+            got[i].w[k] = b[k];
+        for (int32_t v = g->n; v < 64 * ls.words; v++)
+            CHECK_OR(!bs_has(&got[i], v), goto out, "graph %d %s set %d: bit %d past n", gi,
+                     fam, i, v);
+        set_info(g, &got[i], &si);
+        CHECK_OR(ls.size[i] == si.size, goto out, "graph %d %s set %d: size %d, expected %d",
+                 gi, fam, i, ls.size[i], si.size);
+        CHECK_OR(i == 0 || ls.size[i - 1] <= ls.size[i], goto out,
+                 "graph %d %s: set %d (size %d) after size %d", gi, fam, i, ls.size[i],
+                 ls.size[i - 1]);
+        CHECK_OR(ls.m[i] == si.m, goto out, "graph %d %s set %d: M %zu, expected %zu", gi, fam,
+                 i, ls.m[i], si.m);
+        CHECK_OR(fabs(ls.t[i] - si.t) <= 1e-9 * (1 + si.t), goto out,
+                 "graph %d %s set %d: T %.17g, expected %.17g", gi, fam, i, ls.t[i], si.t);
+        CHECK_OR(ls.m_out[i] == si.m_out, goto out,
+                 "graph %d %s set %d: m_out %zu, expected %zu", gi, fam, i, ls.m_out[i],
+                 si.m_out);
+        CHECK_OR(ls.bd_at[i + 1] >= ls.bd_at[i], goto out, "graph %d: bd_at", gi);
+        for (int32_t k = ls.bd_at[i]; k < ls.bd_at[i + 1]; k++) {
+            int32_t v = ls.bd[k];
+
+            CHECK_OR(v >= 0 && v < g->n && !bs_has(&bd, v), goto out,
+                     "graph %d %s set %d: boundary entry %d bad or repeated", gi, fam, i, v);
+            bs_add(&bd, v);
+        }
+        CHECK_OR(bs_eq(&bd, &si.bd), goto out,
+                 "graph %d %s set %d: boundary of %d nodes, expected %d", gi, fam, i,
+                 bs_count(&bd), bs_count(&si.bd));
+    }
+    qsort(got, (size_t)ls.n, sizeof *got, bs_cmp);
+    for (int32_t i = 0; i < ls.n; i++)
+        CHECK_OR(bs_eq(&got[i], &want[i]), goto out,
+                 "graph %d %s: the %d-th set (in sorted order) is not the expected one", gi,
+                 fam, i);
+    ok = true;
+out:
+    free(got);
+    lsets_fini(&ls);
+    return ok;
+}
+
+static inline double seconds(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* RUN, then the seconds it took. */
+#define RUN_TIMED(fn)                                                                    \
+    do {                                                                                 \
+        double t0_ = seconds();                                                          \
+        RUN(fn);                                                                         \
+        printf("  (%.2f s)\n", seconds() - t0_);                                         \
+    } while (0)
+
+#endif
