@@ -20,6 +20,10 @@ bool cli_parse_hw(const char *opt, const char *s, int64_t *h, int64_t *w);
 /* The value of an option (argv[*i + 1]), advancing *i; NULL with a message if missing. */
 const char *cli_value(int argc, char **argv, int *i);
 
+/* The last case of every option loop: an unknown option, or the model argument
+ * (only one). 0, or 1 after printing an error. */
+int cli_model_arg(const char *cmd, const char *a, const char **spec);
+
 /* A model given on the command line: a zoo name or a graph-dump file. */
 struct cli_model {
     const char *spec;

@@ -85,13 +85,8 @@ int cmd_compare(int argc, char **argv)
         } else if ((k = cli_model_option(&m, argc, argv, &i)) != 0) {
             if (k < 0)
                 return 1;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_error("`remat compare --help` lists the options",
-                             "compare: unknown option '%s'", a);
-        } else if (m.spec) {
-            return cli_error(NULL, "compare: more than one model given");
-        } else {
-            m.spec = a;
+        } else if (cli_model_arg("compare", a, &m.spec)) {
+            return 1;
         }
     }
     if (!m.spec) {

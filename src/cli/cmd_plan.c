@@ -232,14 +232,8 @@ int cmd_plan(int argc, char **argv)
         } else if ((k = cli_model_option(&m, argc, argv, &i)) != 0) {
             if (k < 0)
                 return 1;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_error("`remat plan --help` lists the options", "plan: unknown option "
-                             "'%s'", a);
-        } else if (m.spec) {
-            return cli_error(NULL, "plan: more than one model given ('%s' and '%s')", m.spec,
-                             a);
-        } else {
-            m.spec = a;
+        } else if (cli_model_arg("plan", a, &m.spec)) {
+            return 1;
         }
     }
     if (!m.spec) {

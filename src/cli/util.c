@@ -32,6 +32,20 @@ const char *cli_value(int argc, char **argv, int *i)
     return argv[++*i];
 }
 
+int cli_model_arg(const char *cmd, const char *a, const char **spec)
+{
+    char hint[64];
+
+    if (a[0] == '-' && a[1]) {
+        snprintf(hint, sizeof hint, "`remat %s --help` lists the options", cmd);
+        return cli_error(hint, "%s: unknown option '%s'", cmd, a);
+    }
+    if (*spec)
+        return cli_error(NULL, "%s: more than one model given ('%s' and '%s')", cmd, *spec, a);
+    *spec = a;
+    return 0;
+}
+
 bool cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out)
 {
     char *e;
