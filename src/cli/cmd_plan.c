@@ -87,6 +87,9 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
                pi->n_blocks, (long long)pi->n_lower_sets,
                cli_commas(pi->dp_bound_bytes, a, sizeof a));
     printf("recomputed       %zu forward ops run again\n", n_recomputed);
+    if (strat == REMAT_STRATEGY_OPTIMAL)
+        printf("MILP gap         %.3f (0: proven optimal; -1: another strategy's plan was "
+               "better)\n", pi->optimality_gap);
     printf("activation peak  %s bytes (%s)\n", cli_commas(r->activation_peak_bytes, a, sizeof a),
            cli_human((double)r->activation_peak_bytes, b, sizeof b));
     printf("resident         %s bytes (%s): parameters, gradients, momentum, inputs\n",
@@ -125,6 +128,8 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r,
     json_i64(&j, "n_lower_sets", pi->n_lower_sets);
     json_i64(&j, "n_blocks", pi->n_blocks);
     json_u64(&j, "n_recomputed", n_recomputed);
+    if (strat == REMAT_STRATEGY_OPTIMAL)
+        json_f64(&j, "optimality_gap", pi->optimality_gap);
     json_i64(&j, "params", remat_tgraph_n_params(m->tg));
     json_u64(&j, "resident_bytes", r->resident_bytes);
     json_u64(&j, "naive_bytes", r->naive_bytes);
