@@ -186,7 +186,8 @@ size_t remat_zoo_count(void);
 const char *remat_zoo_name(size_t i);        /* NULL past the end */
 const char *remat_zoo_describe(size_t i);
 /* Builds a zoo model by name: the names listed above, plus resnetD for any depth D with
- * (D - 2) % 3 == 0 and D >= 26 (bottleneck blocks), and resnet-a-b-c-d for explicit
+ * (D - 2) % 3 == 0 and D >= 47 (n = (D - 2) / 3 bottleneck blocks as (3, 8, n - 14, 3);
+ * 50, 101, 152 and 2498 keep their published layouts), and resnet-a-b-c-d for explicit
  * bottleneck block counts per stage. */
 remat_status remat_zoo_build(const char *name, const remat_zoo_opts *o,
                              const remat_allocator *a, remat_graph **out);

@@ -120,7 +120,7 @@ static bool resnet_by_depth(const char *digits, struct zoo_resnet_arch *arch)
         return true;
     }
     n = (d - 2) / 3;
-    if (d < 26 || n < 15)
+    if (n < 15) /* stage 3 needs at least one block */
         return false;
     *arch = (struct zoo_resnet_arch){true, {3, 8, (int32_t)(n - 14), 3}, {0}};
     return true;
