@@ -16,6 +16,8 @@ int cli_error(const char *hint, const char *fmt, ...) __attribute__((format(prin
 /* Parsers: false with a message printed when the text is not a valid value. */
 bool cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out);
 bool cli_parse_bytes(const char *opt, const char *s, size_t *out);
+/* A budget: "min" or bytes with a unit (above zero), into po's budget fields. */
+bool cli_parse_budget(const char *opt, const char *s, remat_plan_opts *po);
 bool cli_parse_hw(const char *opt, const char *s, int64_t *h, int64_t *w);
 /* The value of an option (argv[*i + 1]), advancing *i; NULL with a message if missing. */
 const char *cli_value(int argc, char **argv, int *i);

@@ -56,10 +56,7 @@ int cmd_compare(int argc, char **argv)
         } else if (!strcmp(a, "--json")) {
             as_json = true;
         } else if (!strcmp(a, "--budget")) {
-            if (!(v = cli_value(argc, argv, &i)))
-                return 1;
-            base.budget_min = !strcmp(v, "min");
-            if (!base.budget_min && !cli_parse_bytes(a, v, &base.budget_bytes))
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &base))
                 return 1;
         } else if (!strcmp(a, "--strategies")) {
             if (!(list = cli_value(argc, argv, &i)))

@@ -220,14 +220,8 @@ int cmd_plan(int argc, char **argv)
             if (!(strategy = cli_value(argc, argv, &i)))
                 return 1;
         } else if (!strcmp(a, "--budget")) {
-            if (!(v = cli_value(argc, argv, &i)))
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
                 return 1;
-            if (!strcmp(v, "min"))
-                po.budget_min = true;
-            else if (!cli_parse_bytes(a, v, &po.budget_bytes))
-                return 1;
-            else if (po.budget_bytes == 0)
-                return cli_error(NULL, "--budget: a budget must be above zero");
         } else if (!strcmp(a, "--schedule")) {
             if (!(sched_path = cli_value(argc, argv, &i)))
                 return 1;

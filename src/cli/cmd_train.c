@@ -94,10 +94,7 @@ int cmd_train(int argc, char **argv)
             if (!(strategy = cli_value(argc, argv, &i)))
                 return 1;
         } else if (!strcmp(a, "--budget")) {
-            if (!(v = cli_value(argc, argv, &i)))
-                return 1;
-            po.budget_min = !strcmp(v, "min");
-            if (!po.budget_min && !cli_parse_bytes(a, v, &po.budget_bytes))
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
                 return 1;
         } else if (!strcmp(a, "--backend")) {
             if (!(v = cli_value(argc, argv, &i)))

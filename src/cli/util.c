@@ -99,6 +99,21 @@ bool cli_parse_bytes(const char *opt, const char *s, size_t *out)
     return false;
 }
 
+bool cli_parse_budget(const char *opt, const char *s, remat_plan_opts *po)
+{
+    po->budget_min = !strcmp(s, "min");
+    po->budget_bytes = 0;
+    if (po->budget_min)
+        return true;
+    if (!cli_parse_bytes(opt, s, &po->budget_bytes))
+        return false;
+    if (po->budget_bytes == 0) {
+        cli_error(NULL, "%s: a budget must be above zero", opt);
+        return false;
+    }
+    return true;
+}
+
 bool cli_parse_hw(const char *opt, const char *s, int64_t *h, int64_t *w)
 {
     char *e, *x;
