@@ -275,6 +275,9 @@ typedef struct remat_plan_opts {
     bool budget_min;         /* find the smallest feasible budget (bisection) */
     double time_limit;       /* seconds for `optimal`; 0: 60 */
     int64_t max_lower_sets;  /* exact DP's cap; 0: 2,000,000 */
+    bool authors_lattice;    /* exact DP: only the chains the authors' solver can reach
+                                (their depth-first numbering of the lower sets, see
+                                docs/planners.md); reproduces their figures */
 } remat_plan_opts;
 
 typedef struct remat_plan_info {

@@ -54,6 +54,19 @@ expect_error "malformed dump" "bad.txt:3:" $REMAT plan "$tmp/bad.txt"
 head -c 300 /dev/urandom >"$tmp/noise.txt"
 expect_error "binary dump" "noise.txt" $REMAT plan "$tmp/noise.txt"
 expect_error "zoo argument" "unknown argument" $REMAT zoo --nope
+expect_error "lattice strategy" "applies to exact-tc and exact-mc" $REMAT plan resnet18 --authors-lattice
+
+# --authors-lattice: fewer lower sets, never a smaller minimum budget
+if $REMAT plan resnet18 --batch 2 --input-size 64x64 --strategy exact-mc --budget min --json >"$tmp/e1.json" &&
+   $REMAT plan resnet18 --batch 2 --input-size 64x64 --strategy exact-mc --budget min --authors-lattice --json >"$tmp/e2.json"; then
+    a=$(json_get "$tmp/e1.json" "'%d %d' % (j['n_lower_sets'], j['activation_budget_bytes'])")
+    b=$(json_get "$tmp/e2.json" "'%d %d' % (j['n_lower_sets'], j['activation_budget_bytes'])")
+    set -- $a $b
+    if [ "$3" -lt "$1" ] && [ "$4" -ge "$2" ]; then ok "authors lattice"
+    else fail "authors lattice" "full: $a, authors': $b"; fi
+else
+    fail "authors lattice" "remat plan failed"
+fi
 
 # zoo --json: torchvision's parameter counts
 if $REMAT zoo --json >"$tmp/zoo.json"; then

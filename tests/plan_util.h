@@ -396,7 +396,7 @@ static inline bool check_family(const struct hg *g, const struct dag *d, bool ex
     struct lsets ls;
     bset *got = NULL;
     bool ok = false;
-    remat_status st = lsets_build(d, exact, (int64_t)1 << 30, &ls);
+    remat_status st = lsets_build(d, exact ? LS_EXACT : LS_APPROX, NULL, (int64_t)1 << 30, &ls);
 
     CHECK_OR(st == REMAT_OK, return false, "graph %d %s: %s", gi, fam, remat_errmsg());
     CHECK_OR(ls.n == n_want, goto out, "graph %d (%d nodes) %s: %d sets, expected %d", gi,

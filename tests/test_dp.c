@@ -387,12 +387,12 @@ static void test_dp_brute(void)
         tested++;
         n_frac += !int_t;
         to_dag(&g, &d);
-        if (lsets_build(&d, true, 1 << 20, &ls_e)) {
+        if (lsets_build(&d, LS_EXACT, NULL, 1 << 20, &ls_e)) {
             CHECK(false, "graph %d: %s", gi, remat_errmsg());
             dag_fini(&d);
             continue;
         }
-        if (lsets_build(&d, false, 0, &ls_a)) {
+        if (lsets_build(&d, LS_APPROX, NULL, 0, &ls_a)) {
             CHECK(false, "graph %d: %s", gi, remat_errmsg());
             lsets_fini(&ls_e);
             dag_fini(&d);
@@ -577,7 +577,7 @@ static void test_multiword(void)
             qsort(si, (size_t)n_sets, sizeof *si, cmp_sinfo);
             REMAT_ASSERT_TEST(pareto_dp(&g, si, n_sets, true, 0, &x, &c, &t_at_c));
             lo = (size_t)x;
-            if (lsets_build(&d, !fi, 1 << 20, &ls)) {
+            if (lsets_build(&d, fi ? LS_APPROX : LS_EXACT, NULL, 1 << 20, &ls)) {
                 CHECK(false, "graph %d: %s", gi, remat_errmsg());
                 continue;
             }

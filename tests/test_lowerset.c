@@ -14,13 +14,13 @@
 static void check_cap(const struct dag *d, int32_t count, int gi)
 {
     struct lsets ls;
-    remat_status st = lsets_build(d, true, count, &ls);
+    remat_status st = lsets_build(d, LS_EXACT, NULL, count, &ls);
 
     CHECK(st == REMAT_OK, "graph %d: cap %d = the count refused: %s", gi, count,
           remat_errmsg());
     if (!st)
         lsets_fini(&ls);
-    st = lsets_build(d, true, count - 1, &ls);
+    st = lsets_build(d, LS_EXACT, NULL, count - 1, &ls);
     CHECK(st == REMAT_ERR_UNSUPPORTED, "graph %d: cap %d below %d sets: %s", gi, count - 1,
           count, remat_status_name(st));
     if (!st)
@@ -53,11 +53,76 @@ static void test_lowersets(void)
     printf("  %d graphs of 1..12 nodes, %d lower sets\n", n_graphs, n_sets);
 }
 
+/* The authors' depth-first numbering (LS_EXACT_DFS), worked by hand on three nodes
+ * with no edges, in node order and in reverse key order; on random DAGs, its sets are
+ * lower sets of the full family, ∅ first, V last, no set twice, and the DP's minimum
+ * budget over it is never below the full family's. */
+static void test_dfs(void)
+{
+    static const uint64_t fwd[] = {0, 1, 2, 4, 5, 6, 7}, rev[] = {0, 4, 2, 1, 5, 3, 7};
+    static const int32_t key_rev[] = {2, 1, 0};
+    static struct hg g;
+    static bset all[1 << 12];
+    struct dag d;
+    struct lsets ls;
+
+    hg_reset(&g, 3);
+    hg_weights(&g, true);
+    to_dag(&g, &d);
+    for (int k = 0; k < 2; k++) {
+        const uint64_t *want = k ? rev : fwd;
+
+        REMAT_ASSERT_TEST(lsets_build(&d, LS_EXACT_DFS, k ? key_rev : NULL, 100, &ls) ==
+                          REMAT_OK);
+        CHECK(ls.n == 7, "3 free nodes, key %d: %d sets, want 7", k, ls.n);
+        for (int32_t i = 0; i < ls.n && i < 7; i++)
+            CHECK(lsets_bits(&ls, i)[0] == want[i], "key %d: set %d is %#llx, want %#llx", k,
+                  i, (unsigned long long)lsets_bits(&ls, i)[0], (unsigned long long)want[i]);
+        lsets_fini(&ls);
+    }
+    dag_fini(&d);
+
+    reseed(7);
+    for (int gi = 0; gi < 300; gi++) {
+        struct lsets full;
+        int32_t n_all;
+        size_t b_dfs = 0, b_full = 0;
+
+        random_small(&g, 12, true);
+        to_dag(&g, &d);
+        n_all = all_lower_small(&g, all);
+        REMAT_ASSERT_TEST(lsets_build(&d, LS_EXACT_DFS, NULL, 1 << 20, &ls) == REMAT_OK);
+        REMAT_ASSERT_TEST(lsets_build(&d, LS_EXACT, NULL, 1 << 20, &full) == REMAT_OK);
+        CHECK(ls.n >= 2 && ls.n <= n_all, "graph %d: %d sets of %d", gi, ls.n, n_all);
+        CHECK(ls.size[0] == 0 && ls.size[ls.n - 1] == g.n, "graph %d: not from ∅ to V", gi);
+        for (int32_t i = 0; i < ls.n; i++) {
+            bset s;
+
+            memset(&s, 0, sizeof s);
+            for (int32_t v = 0; v < g.n; v++)
+                if (bits_has(lsets_bits(&ls, i), v))
+                    bs_add(&s, v);
+            CHECK_OR(bs_in(&s, all, n_all), break, "graph %d: set %d is not lower", gi, i);
+            for (int32_t j = 0; j < i; j++)
+                CHECK_OR(memcmp(lsets_bits(&ls, i), lsets_bits(&ls, j), 8 * (size_t)ls.words),
+                         break, "graph %d: sets %d and %d equal", gi, j, i);
+        }
+        CHECK_OK(kusumoto_min_budget(&d, &ls, &b_dfs));
+        CHECK_OK(kusumoto_min_budget(&d, &full, &b_full));
+        CHECK(b_dfs >= b_full, "graph %d: depth-first family's minimum %zu below the full "
+              "family's %zu", gi, b_dfs, b_full);
+        lsets_fini(&full);
+        lsets_fini(&ls);
+        dag_fini(&d);
+    }
+}
+
 int main(void)
 {
     const char *env = getenv("REMAT_SEED");
 
     seed = env && *env ? strtoull(env, NULL, 0) : 20240611u;
     RUN_TIMED(test_lowersets);
+    RUN_TIMED(test_dfs);
     return harness_end();
 }

@@ -525,7 +525,7 @@ static void test_bound_cases(void)
             size_t mb = 0;
 
             REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
-            REMAT_ASSERT_TEST(lsets_build(&d, true, 100, &ls) == REMAT_OK);
+            REMAT_ASSERT_TEST(lsets_build(&d, LS_EXACT, NULL, 100, &ls) == REMAT_OK);
             CHECK_OK(kusumoto_min_budget(&d, &ls, &mb));
             CHECK_I64(mb, 1024);
             lsets_fini(&ls);
@@ -623,13 +623,15 @@ static void test_zoo(void)
     zoo_model("googlenet", &(remat_zoo_opts){.batch = 2, .aux = 1});
 }
 
-/* The authors' approximate minimum budgets (their solver; ../shared/graphs/README.md). */
+/* The authors' approximate and exact minimum budgets (their solver;
+ * ../shared/graphs/README.md). */
 static void test_authors(void)
 {
     static const struct {
         const char *file;
         double bytes;
-    } want[] = {{"cg_resnet50.txt", 1310300253.0}, {"cg_vgg19.txt", 2107110823.0}};
+    } want[] = {{"cg_resnet50.txt", 1310300253.0}, {"cg_vgg19.txt", 2107110823.0}},
+      exact[] = {{"cg_resnet50.txt", 1284744337.0}, {"cg_unet.txt", 5717742155.0}};
     const char *dir = harness_graphs_dir();
 
     if (!dir) {
@@ -647,7 +649,7 @@ static void test_authors(void)
         CHECK_OR(remat_tgraph_read_dump(path, NULL, NULL, &tg) == REMAT_OK, continue, "%s: %s",
                  path, remat_errmsg());
         REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
-        REMAT_ASSERT_TEST(lsets_build(&d, false, 0, &ls) == REMAT_OK);
+        REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK);
         CHECK_OK(kusumoto_min_budget(&d, &ls, &b));
         printf("  %s: approx min budget %zu, the authors' %.0f (%+.3f%%)\n", want[i].file, b,
                want[i].bytes, 100 * ((double)b / want[i].bytes - 1));
@@ -655,6 +657,35 @@ static void test_authors(void)
               want[i].file, b, want[i].bytes);
         lsets_fini(&ls);
         dag_fini(&d);
+        remat_tgraph_free(tg);
+    }
+    /* The exact DP: with the authors' lattice (their depth-first numbering) it finds
+     * their minimum; over every lower set, no more than that. */
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+        char path[600];
+        remat_tgraph *tg = NULL;
+        remat_schedule *s = NULL;
+        remat_plan_info pa, pf;
+        remat_plan_opts o = {.strategy = REMAT_STRATEGY_EXACT_MC, .budget_min = true,
+                             .authors_lattice = true};
+
+        snprintf(path, sizeof path, "%s/%s", dir, exact[i].file);
+        CHECK_OR(remat_tgraph_read_dump(path, NULL, NULL, &tg) == REMAT_OK, continue, "%s: %s",
+                 path, remat_errmsg());
+        CHECK_OK(remat_plan(tg, &o, &s, &pa));
+        remat_schedule_free(s);
+        o.authors_lattice = false;
+        CHECK_OK(remat_plan(tg, &o, &s, &pf));
+        remat_schedule_free(s);
+        printf("  %s: exact min budget %zu (authors' lattice: %zu, %d sets), the authors' "
+               "%.0f (%+.3f%%)\n", exact[i].file, pf.activation_budget_bytes,
+               pa.activation_budget_bytes, (int)pa.n_lower_sets, exact[i].bytes,
+               100 * ((double)pa.activation_budget_bytes / exact[i].bytes - 1));
+        CHECK(fabs((double)pa.activation_budget_bytes / exact[i].bytes - 1) <= 0.01,
+              "%s: %zu, the authors' %.0f", exact[i].file, pa.activation_budget_bytes,
+              exact[i].bytes);
+        CHECK(pf.activation_budget_bytes <= pa.activation_budget_bytes, "%s: full %zu > %zu",
+              exact[i].file, pf.activation_budget_bytes, pa.activation_budget_bytes);
         remat_tgraph_free(tg);
     }
 }

@@ -24,6 +24,9 @@ static void help(FILE *f)
             "  --budget B|min      total memory: bytes with a unit (4GiB, 512MB) or min, the\n"
             "                      smallest budget the strategy can meet; resident bytes\n"
             "                      (parameters, gradients, momentum, inputs) count in it\n"
+            "  --authors-lattice   exact-tc/exact-mc: only the chains the authors' solver\n"
+            "                      reaches (its depth-first numbering of the lower sets);\n"
+            "                      reproduces their figures, never beats the default\n"
             "  --trace FILE        write the memory timeline as a Chrome trace (Perfetto)\n"
             "  --cost flops|kusumoto  T_v: forward FLOPs, or 10 per convolution and 1\n"
             "                      otherwise (the default for dumps)\n"
@@ -222,6 +225,8 @@ int cmd_plan(int argc, char **argv)
         } else if (!strcmp(a, "--budget")) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
                 return 1;
+        } else if (!strcmp(a, "--authors-lattice")) {
+            po.authors_lattice = true;
         } else if (!strcmp(a, "--schedule")) {
             if (!(sched_path = cli_value(argc, argv, &i)))
                 return 1;
@@ -244,6 +249,10 @@ int cmd_plan(int argc, char **argv)
         return cli_error("the strategies: none, approx-tc, approx-mc, exact-tc, exact-mc, "
                          "chen-sqrtn, chen-greedy, superneurons, optimal",
                          "plan: unknown strategy '%s'", strategy);
+    if (po.authors_lattice && po.strategy != REMAT_STRATEGY_EXACT_TC &&
+        po.strategy != REMAT_STRATEGY_EXACT_MC)
+        return cli_error(NULL, "plan: --authors-lattice applies to exact-tc and exact-mc, "
+                         "not %s", strategy);
     if (cli_model_load(&m))
         goto out;
     if (remat_plan(m.tg, &po, &s, &pi) || remat_sim_run(m.tg, s, &r)) {

@@ -112,7 +112,7 @@ remat_status plan_chen(const remat_tgraph *tg, const struct dag *d, bool greedy,
     remat_status st;
 
     *out = NULL;
-    if ((st = lsets_build(d, false, 0, &ls)))
+    if ((st = lsets_build(d, LS_APPROX, NULL, 0, &ls)))
         return st;
     info->n_lower_sets = ls.n;
     cand = core_calloc(a, (size_t)ls.n + 1, sizeof *cand);

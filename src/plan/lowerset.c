@@ -171,6 +171,81 @@ out:
     return st;
 }
 
+/* The authors' numbering (LS_EXACT_DFS): a stack of sets, each popped set extended by
+ * every addable node in key order; a new set is numbered and pushed. */
+static remat_status enum_exact_dfs(const struct dag *d, const int32_t *key, struct lsets *ls,
+                                   struct htab *h, int64_t max_sets)
+{
+    const remat_allocator *a = ls->al;
+    size_t w = (size_t)ls->words, n = (size_t)d->n, cap = 1024, top = 0;
+    uint64_t *b = core_calloc(a, w, sizeof *b);
+    int32_t *order = core_calloc(a, n + 1, sizeof *order);
+    int32_t *stack = core_calloc(a, cap, sizeof *stack);
+    remat_status st;
+    bool added;
+
+    if (!b || !order || !stack) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets");
+        goto out;
+    }
+    /* order: nodes by key (ties by node), an insertion sort's worth of work is fine. */
+    for (size_t r = 0; r < n; r++) {
+        int32_t v = (int32_t)r, k = key ? key[v] : v;
+        size_t q = r;
+
+        while (q > 0 && (key ? key[order[q - 1]] : order[q - 1]) > k) {
+            order[q] = order[q - 1];
+            q--;
+        }
+        order[q] = v;
+    }
+    if ((st = add_set(ls, h, b, &added)))
+        goto out;
+    stack[top++] = 0;
+    while (top > 0) {
+        int32_t id = stack[--top];
+
+        for (size_t r = 0; r < n; r++) {
+            int32_t v = order[r];
+            bool ok;
+
+            memcpy(b, lsets_bits(ls, id), sizeof *b * w);
+            ok = !bits_has(b, v);
+            for (int32_t e = d->pred_at[v]; ok && e < d->pred_at[v + 1]; e++)
+                ok = bits_has(b, d->pred[e]);
+            if (!ok)
+                continue;
+            bits_set(b, v);
+            if ((st = add_set(ls, h, b, &added)))
+                goto out;
+            if (ls->n > max_sets) {
+                st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the graph has more than %lld lower "
+                                "sets: the exact DP would not finish; use approx-tc or "
+                                "approx-mc", (long long)max_sets);
+                goto out;
+            }
+            if (!added)
+                continue;
+            if (top == cap) {
+                int32_t *ns = core_realloc(a, stack, sizeof *stack * cap, sizeof *stack * 2 * cap);
+
+                if (!ns) {
+                    st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets");
+                    goto out;
+                }
+                stack = ns;
+                cap *= 2;
+            }
+            stack[top++] = ls->n - 1;
+        }
+    }
+out:
+    core_free(a, b, sizeof *b * w);
+    core_free(a, order, sizeof *order * (n + 1));
+    core_free(a, stack, sizeof *stack * cap);
+    return st;
+}
+
 static const struct lsets *sort_ctx;
 
 static int cmp_size(const void *x, const void *y)
@@ -182,12 +257,13 @@ static int cmp_size(const void *x, const void *y)
     return (i > j) - (i < j);
 }
 
-/* Sorts the sets by size (ties: creation order) and fills the per-set quantities. */
-static remat_status finish(const struct dag *d, struct lsets *ls)
+/* Sorts the sets by size (ties: creation order), or with dfs keeps the numbering up to
+ * V's, and fills the per-set quantities. */
+static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs)
 {
     const remat_allocator *a = ls->al;
-    size_t w = (size_t)ls->words, n = (size_t)ls->n, nb = 0;
-    int32_t *perm = core_calloc(a, n, sizeof *perm), *mark = NULL;
+    size_t w = (size_t)ls->words, n = (size_t)ls->n, n_all = n, nb = 0;
+    int32_t *perm = core_calloc(a, n_all, sizeof *perm), *mark = NULL;
     uint64_t *bits = core_calloc(a, ls->cap * w, sizeof *bits);
     int32_t *size = core_calloc(a, ls->cap, sizeof *size);
     remat_status st = REMAT_OK;
@@ -196,8 +272,14 @@ static remat_status finish(const struct dag *d, struct lsets *ls)
         goto nomem;
     for (size_t i = 0; i < n; i++)
         perm[i] = (int32_t)i;
-    sort_ctx = ls;
-    qsort(perm, n, sizeof *perm, cmp_size);
+    if (dfs) {
+        while (n > 0 && ls->size[n - 1] != d->n) /* V: the last set a chain can reach */
+            n--;
+        ls->n = (int32_t)n;
+    } else {
+        sort_ctx = ls;
+        qsort(perm, n, sizeof *perm, cmp_size);
+    }
     for (size_t i = 0; i < n; i++) {
         memcpy(bits + i * w, lsets_bits(ls, perm[i]), sizeof *bits * w);
         size[i] = ls->size[perm[i]];
@@ -277,14 +359,15 @@ static remat_status finish(const struct dag *d, struct lsets *ls)
 nomem:
     st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory measuring lower sets");
 out:
-    core_free(a, perm, sizeof *perm * n);
+    core_free(a, perm, sizeof *perm * n_all);
     core_free(a, bits, sizeof *bits * ls->cap * w);
     core_free(a, size, sizeof *size * ls->cap);
     core_free(a, mark, sizeof *mark * (2 * (size_t)d->n + 1));
     return st;
 }
 
-remat_status lsets_build(const struct dag *d, bool exact, int64_t max_sets, struct lsets *ls)
+remat_status lsets_build(const struct dag *d, enum lsets_family fam, const int32_t *key,
+                         int64_t max_sets, struct lsets *ls)
 {
     struct htab h = {NULL, 0};
     remat_status st;
@@ -292,10 +375,12 @@ remat_status lsets_build(const struct dag *d, bool exact, int64_t max_sets, stru
     memset(ls, 0, sizeof *ls);
     ls->al = d->al;
     ls->words = d->words > 0 ? d->words : 1;
-    st = exact ? enum_exact(d, ls, &h, max_sets) : enum_approx(d, ls, &h);
+    st = fam == LS_EXACT     ? enum_exact(d, ls, &h, max_sets)
+         : fam == LS_EXACT_DFS ? enum_exact_dfs(d, key, ls, &h, max_sets)
+                               : enum_approx(d, ls, &h);
     core_free(ls->al, h.slot, sizeof *h.slot * h.cap);
     if (!st)
-        st = finish(d, ls);
+        st = finish(d, ls, fam == LS_EXACT_DFS);
     if (st)
         lsets_fini(ls);
     return st;

@@ -6,7 +6,8 @@
  *
  * The approximate family is {∅, V} and the ancestor closure of every node (at most
  * n + 2 sets); the exact family is every lower set (can be exponential; capped).
- * Sets are sorted by size, so every subset of a set comes before it.
+ * Sets are sorted by size, so every subset of a set comes before it (except in the
+ * authors' depth-first numbering, see LS_EXACT_DFS).
  */
 #ifndef REMAT_LOWERSET_H
 #define REMAT_LOWERSET_H
@@ -31,9 +32,24 @@ static inline const uint64_t *lsets_bits(const struct lsets *ls, int32_t i)
     return ls->bits + (size_t)i * (size_t)ls->words;
 }
 
-/* exact: every lower set (REMAT_ERR_UNSUPPORTED past max_sets); else the approximate
- * family. */
-remat_status lsets_build(const struct dag *d, bool exact, int64_t max_sets, struct lsets *ls);
+enum lsets_family {
+    LS_APPROX,     /* ∅, V and every node's ancestor closure */
+    LS_EXACT,      /* every lower set */
+    /*
+     * The lower sets the authors' exact solver can chain: found depth-first from ∅ (a
+     * stack; each popped set extended by every addable node in `key` order, new sets
+     * pushed and numbered in that order), kept in that numbering up to V, and a
+     * transition L -> L' allowed only when L' was numbered after L. Reproduces their
+     * figures; misses chains that LS_EXACT finds.
+     */
+    LS_EXACT_DFS,
+};
+
+/* REMAT_ERR_UNSUPPORTED past max_sets (exact families). key (LS_EXACT_DFS; NULL: node
+ * order) ranks the nodes. Sets come in an order where a transition goes from a lower
+ * index to a higher one; ∅ is first and V last. */
+remat_status lsets_build(const struct dag *d, enum lsets_family fam, const int32_t *key,
+                         int64_t max_sets, struct lsets *ls);
 void lsets_fini(struct lsets *ls);
 
 #endif

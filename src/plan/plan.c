@@ -95,11 +95,25 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
     struct chain c = {0, NULL, NULL};
     struct dp_result res;
     size_t peak;
+    int32_t *key = NULL;
     remat_status st;
 
     if ((st = dag_build(tg, &d)))
         return st;
-    if ((st = lsets_build(&d, exact, o->max_lower_sets ? o->max_lower_sets : 2000000, &ls)))
+    if (exact && o->authors_lattice) {
+        /* The authors number values by their id in the file; our value ids are those. */
+        key = core_calloc(d.al, (size_t)d.n + 1, sizeof *key);
+        if (!key) {
+            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+            goto out_dag;
+        }
+        for (int32_t v = 0; v < d.n; v++)
+            key[v] = tg->ops[d.op[v]].out[0];
+    }
+    st = lsets_build(&d, !exact ? LS_APPROX : o->authors_lattice ? LS_EXACT_DFS : LS_EXACT,
+                     key, o->max_lower_sets ? o->max_lower_sets : 2000000, &ls);
+    core_free(d.al, key, sizeof *key * ((size_t)d.n + 1));
+    if (st)
         goto out_dag;
     info->n_lower_sets = ls.n;
     c.block = core_calloc(d.al, (size_t)d.n + 1, sizeof *c.block);
