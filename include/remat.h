@@ -274,7 +274,9 @@ typedef struct remat_plan_opts {
     size_t budget_bytes;     /* total bytes, resident included; 0: no limit */
     bool budget_min;         /* find the smallest feasible budget (bisection) */
     double time_limit;       /* seconds for `optimal`; 0: 60 */
-    int64_t max_lower_sets;  /* exact DP's cap; 0: 2,000,000 */
+    int64_t max_lower_sets;  /* exact DP's cap; 0: 100,000 (about two minutes) */
+    size_t workspace_bytes;  /* the backend's scratch (remat_train_workspace), counted in
+                                the budget beside the resident bytes */
     bool authors_lattice;    /* exact DP: only the chains the authors' solver can reach
                                 (their depth-first numbering of the lower sets, see
                                 docs/planners.md); reproduces their figures */
@@ -359,6 +361,13 @@ remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
                                const remat_schedule *s, const remat_train_opts *o,
                                remat_trainer **out);
 void remat_trainer_free(remat_trainer *t);
+/*
+ * The workspace a trainer of this graph on this backend will hold (its kernels' scratch),
+ * found by preparing every op without running it: pass it as remat_plan_opts.
+ * workspace_bytes so that the plan's budget counts it.
+ */
+remat_status remat_train_workspace(const remat_graph *g, const remat_tgraph *tg,
+                                   const remat_train_opts *o, size_t *bytes);
 
 /*
  * One training step: forward, recomputation and backward as scheduled, then an SGD
@@ -374,8 +383,12 @@ remat_status remat_trainer_gradients(remat_trainer *t, const float *const *input
                                      const int32_t *labels, double *loss);
 
 typedef struct remat_train_stats {
-    size_t planned_peak_bytes;   /* the simulator's activation peak of the schedule */
-    size_t measured_peak_bytes;  /* the most arena bytes held at once while running */
+    size_t planned_peak_bytes;   /* the simulator's activation peak of the schedule plus
+                                    the backend's workspace */
+    size_t measured_peak_bytes;  /* the most arena bytes held at once while running plus
+                                    the scratch the backend holds */
+    size_t workspace_bytes;      /* the backend's scratch, prepared when the trainer is made
+                                    (oneDNN's scratchpads and gradient staging; 0 on ref) */
     size_t arena_bytes;          /* the arena's size (>= the peak: fragmentation) */
     size_t resident_bytes;
     int64_t steps;

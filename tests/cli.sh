@@ -116,7 +116,7 @@ fi
 # remat train: planned equals measured, the same parameters under every plan, real data
 if $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 2 --json >"$tmp/t0.json" 2>/dev/null &&
    $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 2 --strategy approx-mc --budget min --json >"$tmp/t1.json" 2>/dev/null; then
-    r=$(json_get "$tmp/t1.json" "all(k in j for k in ('planned_peak_bytes','measured_peak_bytes','arena_bytes','loss','step_seconds','param_checksum')) and j['planned_peak_bytes'] == j['measured_peak_bytes'] <= j['arena_bytes'] and len(j['loss']) == 2")
+    r=$(json_get "$tmp/t1.json" "all(k in j for k in ('planned_peak_bytes','measured_peak_bytes','arena_bytes','loss','step_seconds','param_checksum')) and j['planned_peak_bytes'] == j['measured_peak_bytes'] == j['activation_peak_bytes'] + j['workspace_bytes'] and j['activation_peak_bytes'] <= j['arena_bytes'] and len(j['loss']) == 2")
     [ "$r" = True ] && ok "train json" || fail "train json" "$(cat "$tmp/t1.json")"
     [ "$(json_get "$tmp/t0.json" "j['param_checksum']")" = "$(json_get "$tmp/t1.json" "j['param_checksum']")" ] &&
         ok "train same bits" || fail "train same bits" "checksums differ"

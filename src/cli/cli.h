@@ -18,6 +18,8 @@ bool cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int
 bool cli_parse_bytes(const char *opt, const char *s, size_t *out);
 /* A budget: "min" or bytes with a unit (above zero), into po's budget fields. */
 bool cli_parse_budget(const char *opt, const char *s, remat_plan_opts *po);
+/* A backend name: ref or cpu. */
+bool cli_parse_backend(const char *opt, const char *s, remat_backend_kind *out);
 bool cli_parse_hw(const char *opt, const char *s, int64_t *h, int64_t *w);
 /* The value of an option (argv[*i + 1]), advancing *i; NULL with a message if missing. */
 const char *cli_value(int argc, char **argv, int *i);

@@ -27,9 +27,14 @@ static void help(FILE *f)
             "  --authors-lattice   exact-tc/exact-mc: only the chains the authors' solver\n"
             "                      reaches (its depth-first numbering of the lower sets);\n"
             "                      reproduces their figures, never beats the default\n"
+            "  --max-lower-sets N  cap for the exact DP (default 100000: its pair loop grows\n"
+            "                      as the square; GoogLeNet's 27,358 sets take ~10 s)\n"
             "  --trace FILE        write the memory timeline as a Chrome trace (Perfetto)\n"
             "  --cost flops|kusumoto  T_v: forward FLOPs, or 10 per convolution and 1\n"
             "                      otherwise (the default for dumps)\n"
+            "  --backend ref|cpu   count that backend's workspace (its kernels' scratch, as\n"
+            "                      `remat train` will hold it) in the budget and the peak\n"
+            "  --threads T         the cpu backend's threads (its scratch depends on them)\n"
             "  --schedule FILE     write the schedule as JSON\n"
             "  --json              print the figures as one JSON object\n");
 }
@@ -63,7 +68,8 @@ static int write_schedule(const char *path, const remat_tgraph *tg, const remat_
 }
 
 static void print_text(const struct cli_model *m, const remat_sim_result *r,
-                       const remat_plan_info *pi, remat_strategy strat, size_t n_recomputed)
+                       const remat_plan_info *pi, remat_strategy strat, size_t n_recomputed,
+                       size_t ws)
 {
     char a[32], b[32];
     double ratio = r->lower_bound_bytes ? (double)r->activation_peak_bytes /
@@ -98,9 +104,12 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
     printf("resident         %s bytes (%s): parameters, gradients, momentum, inputs\n",
            cli_commas(r->resident_bytes, a, sizeof a),
            cli_human((double)r->resident_bytes, b, sizeof b));
+    if (ws)
+        printf("workspace        %s bytes (%s): the backend's scratch\n",
+               cli_commas(ws, a, sizeof a), cli_human((double)ws, b, sizeof b));
     printf("total peak       %s bytes (%s)\n",
-           cli_commas(r->resident_bytes + r->activation_peak_bytes, a, sizeof a),
-           cli_human((double)(r->resident_bytes + r->activation_peak_bytes), b, sizeof b));
+           cli_commas(r->resident_bytes + ws + r->activation_peak_bytes, a, sizeof a),
+           cli_human((double)(r->resident_bytes + ws + r->activation_peak_bytes), b, sizeof b));
     printf("nothing freed    %s bytes (2 M(V))\n", cli_commas(r->naive_bytes, a, sizeof a));
     printf("lower limit      %s bytes (largest single step); peak is %.2fx\n",
            cli_commas(r->lower_bound_bytes, a, sizeof a), ratio);
@@ -110,7 +119,8 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
 }
 
 static void print_json(const struct cli_model *m, const remat_sim_result *r,
-                       const remat_plan_info *pi, remat_strategy strat, size_t n_recomputed)
+                       const remat_plan_info *pi, remat_strategy strat, size_t n_recomputed,
+                       size_t ws)
 {
     struct json j;
 
@@ -138,7 +148,8 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r,
     json_u64(&j, "naive_bytes", r->naive_bytes);
     json_u64(&j, "naive_all_bytes", r->naive_all_bytes);
     json_u64(&j, "activation_peak_bytes", r->activation_peak_bytes);
-    json_u64(&j, "total_peak_bytes", r->activation_peak_bytes + r->resident_bytes);
+    json_u64(&j, "workspace_bytes", ws);
+    json_u64(&j, "total_peak_bytes", r->activation_peak_bytes + r->resident_bytes + ws);
     json_u64(&j, "lower_bound_bytes", r->lower_bound_bytes);
     json_f64(&j, "peak_to_lower_bound",
              r->lower_bound_bytes ? (double)r->activation_peak_bytes /
@@ -205,7 +216,10 @@ int cmd_plan(int argc, char **argv)
     struct cli_model m = {.zoo = {.batch = 1}};
     const char *strategy = "none", *sched_path = NULL, *trace_path = NULL;
     remat_plan_opts po = {0};
+    remat_train_opts to = remat_train_opts_default();
     remat_plan_info pi;
+    bool backend = false;
+    int64_t x;
     remat_schedule *s = NULL;
     remat_sim_result r;
     bool as_json = false;
@@ -225,6 +239,18 @@ int cmd_plan(int argc, char **argv)
         } else if (!strcmp(a, "--budget")) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
                 return 1;
+        } else if (!strcmp(a, "--max-lower-sets")) {
+            if (!(v = cli_value(argc, argv, &i)) ||
+                !cli_parse_i64(a, v, 1, 100000000, &po.max_lower_sets))
+                return 1;
+        } else if (!strcmp(a, "--backend")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_backend(a, v, &to.backend))
+                return 1;
+            backend = true;
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 4096, &x))
+                return 1;
+            to.threads = (int)x;
         } else if (!strcmp(a, "--authors-lattice")) {
             po.authors_lattice = true;
         } else if (!strcmp(a, "--schedule")) {
@@ -255,6 +281,14 @@ int cmd_plan(int argc, char **argv)
                          "not %s", strategy);
     if (cli_model_load(&m))
         goto out;
+    if (backend && m.is_dump) {
+        cli_error(NULL, "%s: --backend needs a model with shapes, not a graph dump", m.spec);
+        goto out;
+    }
+    if (backend && remat_train_workspace(m.g, m.tg, &to, &po.workspace_bytes)) {
+        cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
+        goto out;
+    }
     if (remat_plan(m.tg, &po, &s, &pi) || remat_sim_run(m.tg, s, &r)) {
         cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
         goto out;
@@ -264,9 +298,9 @@ int cmd_plan(int argc, char **argv)
     if (trace_path && write_trace(trace_path, m.tg, s))
         goto out;
     if (as_json)
-        print_json(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s));
+        print_json(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s), po.workspace_bytes);
     else
-        print_text(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s));
+        print_text(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s), po.workspace_bytes);
     rc = 0;
 out:
     remat_schedule_free(s);

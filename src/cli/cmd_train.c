@@ -97,14 +97,8 @@ int cmd_train(int argc, char **argv)
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
                 return 1;
         } else if (!strcmp(a, "--backend")) {
-            if (!(v = cli_value(argc, argv, &i)))
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_backend(a, v, &to.backend))
                 return 1;
-            if (!strcmp(v, "ref"))
-                to.backend = REMAT_BACKEND_REF;
-            else if (!strcmp(v, "cpu"))
-                to.backend = REMAT_BACKEND_CPU;
-            else
-                return cli_error("backends: ref, cpu", "unknown backend '%s'", v);
         } else if (!strcmp(a, "--threads")) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 4096, &x))
                 return 1;
@@ -153,7 +147,9 @@ int cmd_train(int argc, char **argv)
                   m.spec);
         goto out;
     }
-    if (remat_plan(m.tg, &po, &s, &pi) || remat_trainer_new(m.g, m.tg, s, &to, &t) ||
+    /* The backend's workspace counts in the budget: prepared first, then planned. */
+    if (remat_train_workspace(m.g, m.tg, &to, &po.workspace_bytes) ||
+        remat_plan(m.tg, &po, &s, &pi) || remat_trainer_new(m.g, m.tg, s, &to, &t) ||
         (load && remat_trainer_load(t, load))) {
         cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
         goto out;
@@ -224,6 +220,8 @@ int cmd_train(int argc, char **argv)
         json_u64(&j, "planned_peak_bytes", ts.planned_peak_bytes);
         json_u64(&j, "measured_peak_bytes", ts.measured_peak_bytes);
         json_u64(&j, "arena_bytes", ts.arena_bytes);
+        json_u64(&j, "workspace_bytes", ts.workspace_bytes);
+        json_u64(&j, "activation_peak_bytes", ts.planned_peak_bytes - ts.workspace_bytes);
         json_u64(&j, "resident_bytes", ts.resident_bytes);
         json_key(&j, "loss");
         json_begin(&j, NULL, '[');
@@ -242,11 +240,17 @@ int cmd_train(int argc, char **argv)
     } else {
         char a[32], b[32];
 
-        printf("planned peak     %s bytes\n", cli_commas(ts.planned_peak_bytes, a, sizeof a));
+        size_t act = ts.planned_peak_bytes - ts.workspace_bytes;
+
+        printf("planned peak     %s bytes (activations and workspace)\n",
+               cli_commas(ts.planned_peak_bytes, a, sizeof a));
         printf("measured peak    %s bytes\n", cli_commas(ts.measured_peak_bytes, a, sizeof a));
-        printf("arena            %s bytes (%.3fx the peak)\n",
+        printf("workspace        %s bytes (%s, the backend's scratch)\n",
+               cli_commas(ts.workspace_bytes, a, sizeof a),
+               cli_human((double)ts.workspace_bytes, b, sizeof b));
+        printf("arena            %s bytes (%.3fx the activation peak)\n",
                cli_commas(ts.arena_bytes, a, sizeof a),
-               ts.planned_peak_bytes ? (double)ts.arena_bytes / (double)ts.planned_peak_bytes : 0);
+               act ? (double)ts.arena_bytes / (double)act : 0);
         printf("resident         %s bytes (%s)\n", cli_commas(ts.resident_bytes, a, sizeof a),
                cli_human((double)ts.resident_bytes, b, sizeof b));
         printf("median step      %.3f s\n", sorted[steps / 2]);

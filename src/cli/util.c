@@ -99,6 +99,17 @@ bool cli_parse_bytes(const char *opt, const char *s, size_t *out)
     return false;
 }
 
+bool cli_parse_backend(const char *opt, const char *s, remat_backend_kind *out)
+{
+    if (!strcmp(s, "ref"))
+        *out = REMAT_BACKEND_REF;
+    else if (!strcmp(s, "cpu"))
+        *out = REMAT_BACKEND_CPU;
+    else
+        return !cli_error("backends: ref, cpu", "%s: unknown backend '%s'", opt, s);
+    return true;
+}
+
 bool cli_parse_budget(const char *opt, const char *s, remat_plan_opts *po)
 {
     po->budget_min = !strcmp(s, "min");

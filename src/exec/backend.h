@@ -17,6 +17,12 @@ struct backend_ops {
     void (*release)(void *ctx, void *p, size_t bytes);
     remat_status (*forward)(void *ctx, const struct kop *op);
     remat_status (*backward)(void *ctx, const struct kop *op);
+    /* Readies what op's forward or backward will need (kernels, scratch) without
+     * touching data: the tensors carry shapes, and non-NULL data exactly where the
+     * real call has it. */
+    remat_status (*prepare)(void *ctx, const struct kop *op, bool backward);
+    /* The scratch the backend holds now: its workspace, outside the arena. */
+    size_t (*workspace)(void *ctx);
 };
 
 const struct backend_ops *backend_ref(void);

@@ -5,8 +5,9 @@
  *
  * threads (remat_train_opts.threads, 0: all processors) is the OpenMP thread count
  * oneDNN runs with; Debian's oneDNN is built on OpenMP, so the backend sets it with
- * omp_set_num_threads on the thread that calls it. The first step makes the oneDNN
- * primitives and grows the scratch; later steps reuse both.
+ * omp_set_num_threads on the thread that calls it. The trainer prepares every op when
+ * it is made (cpu_prepare): the oneDNN primitives and the scratch exist before the
+ * first step, and the scratch is the workspace counted in the plan.
  */
 #include "exec/backend.h"
 #include "kernels/cpu/cpu.h"
@@ -55,8 +56,19 @@ static remat_status be_backward(void *ctx, const struct kop *op)
     return cpu_backward(ctx, op);
 }
 
+static remat_status be_prepare(void *ctx, const struct kop *op, bool backward)
+{
+    return cpu_prepare(ctx, op, backward);
+}
+
+static size_t be_workspace(void *ctx)
+{
+    return ((const struct cpu_ctx *)ctx)->scratch_bytes;
+}
+
 static const struct backend_ops cpu_ops = {
-    "cpu", be_create, be_destroy, be_alloc, be_release, be_forward, be_backward,
+    "cpu", be_create, be_destroy, be_alloc, be_release, be_forward, be_backward, be_prepare,
+    be_workspace,
 };
 
 const struct backend_ops *backend_cpu(void)

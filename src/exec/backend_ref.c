@@ -47,8 +47,23 @@ static remat_status ref_bwd(void *ctx, const struct kop *op)
     return ref_backward(op);
 }
 
+static remat_status ref_prepare(void *ctx, const struct kop *op, bool backward)
+{
+    (void)ctx;
+    (void)op;
+    (void)backward;
+    return REMAT_OK; /* the reference kernels need no scratch */
+}
+
+static size_t ref_workspace(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
 static const struct backend_ops ref_ops = {
-    "ref", ref_create, ref_destroy, ref_alloc, ref_release, ref_fwd, ref_bwd,
+    "ref", ref_create, ref_destroy, ref_alloc, ref_release, ref_fwd, ref_bwd, ref_prepare,
+    ref_workspace,
 };
 
 const struct backend_ops *backend_ref(void)

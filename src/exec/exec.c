@@ -72,36 +72,26 @@ void remat_trainer_free(remat_trainer *t)
     core_free(a, t, sizeof *t);
 }
 
-remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
-                               const remat_schedule *s, const remat_train_opts *o,
-                               remat_trainer **out)
+/* The parts of a trainer that preparing the ops needs: checks, the backend and the
+ * per-value and per-op arrays (no schedule, arena or parameters yet). */
+static remat_status trainer_begin(const remat_graph *g, const remat_tgraph *tg,
+                                  const remat_train_opts *o, remat_trainer **out)
 {
     const remat_allocator *a;
     remat_trainer *t;
-    remat_sim_result r;
     remat_status st;
     size_t nv, no, nb, mt;
 
-    if (!out)
-        return REMAT_FAIL(REMAT_ERR_ARG, "no place for the trainer");
-    *out = NULL;
-    if (!g || !tg || !s)
-        return REMAT_FAIL(REMAT_ERR_ARG, "a trainer needs a graph, its training graph and a "
-                          "schedule");
     if (tg->n_values != (int32_t)g->values.n || tg->n_ops != (int32_t)g->ops.n)
         return REMAT_FAIL(REMAT_ERR_ARG, "the training graph was not made from this graph "
                           "(a graph dump has no shapes and cannot be trained)");
-    if ((st = remat_sim_run(tg, s, &r)))
-        return st;
     a = tgraph_al(tg);
     t = core_calloc(a, 1, sizeof *t);
     if (!t)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory creating a trainer");
     t->g = g;
     t->tg = tg;
-    t->s = s;
     t->o = o ? *o : remat_train_opts_default();
-    t->planned_peak = r.activation_peak_bytes;
     t->debug = getenv("REMAT_DEBUG") != NULL;
     switch (t->o.backend) {
     case REMAT_BACKEND_REF:
@@ -144,16 +134,90 @@ remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory creating a trainer");
         goto fail;
     }
+    *out = t;
+    return REMAT_OK;
+fail:
+    remat_trainer_free(t);
+    return st;
+}
+
+static void fill_kop(remat_trainer *t, int32_t o, struct kop *k);
+static struct ktensor grad_tensor(const remat_trainer *t, int32_t v);
+
+/* Prepares every op's forward and backward on the backend (dry: tensors carry shapes
+ * and stand-in data), so its kernels and scratch exist before the first step; the
+ * scratch is then the workspace. */
+static remat_status prepare_ops(remat_trainer *t)
+{
+    remat_status st = REMAT_OK;
+    struct kop k;
+
+    t->dry = true;
+    for (int32_t o = 0; o < t->tg->n_ops && !st; o++) {
+        if (t->tg->ops[o].is_view)
+            continue;
+        fill_kop(t, o, &k);
+        k.update_stats = true;
+        st = t->be->prepare(t->ctx, &k, false);
+        if (st || !t->tg->ops[o].has_bwd)
+            continue;
+        fill_kop(t, o, &k);
+        k.dout = grad_tensor(t, graph_op(t->g, o)->out);
+        if (t->tg->ops[o].n_gin == 0)
+            k.dout.data = NULL; /* the loss: its gradient is 1 */
+        st = t->be->prepare(t->ctx, &k, true);
+    }
+    t->dry = false;
+    t->workspace = t->be->workspace(t->ctx);
+    return st;
+}
+
+remat_status remat_train_workspace(const remat_graph *g, const remat_tgraph *tg,
+                                   const remat_train_opts *o, size_t *bytes)
+{
+    remat_trainer *t = NULL;
+    remat_status st;
+
+    if (!g || !tg || !bytes)
+        return REMAT_FAIL(REMAT_ERR_ARG, "remat_train_workspace needs a graph, its training "
+                          "graph and a place for the bytes");
+    *bytes = 0;
+    if ((st = trainer_begin(g, tg, o, &t)))
+        return st;
+    if (!(st = prepare_ops(t)))
+        *bytes = t->workspace;
+    remat_trainer_free(t);
+    return st;
+}
+
+remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
+                               const remat_schedule *s, const remat_train_opts *o,
+                               remat_trainer **out)
+{
+    remat_trainer *t = NULL;
+    remat_sim_result r;
+    remat_status st;
+
+    if (!out)
+        return REMAT_FAIL(REMAT_ERR_ARG, "no place for the trainer");
+    *out = NULL;
+    if (!g || !tg || !s)
+        return REMAT_FAIL(REMAT_ERR_ARG, "a trainer needs a graph, its training graph and a "
+                          "schedule");
+    if ((st = remat_sim_run(tg, s, &r)) || (st = trainer_begin(g, tg, o, &t)))
+        return st;
+    t->s = s;
+    t->activation_peak = r.activation_peak_bytes;
     if ((st = layout_build(tg, s, 64, &t->lay)))
         goto fail;
-    REMAT_ASSERT(t->lay.peak_bytes == t->planned_peak);
+    REMAT_ASSERT(t->lay.peak_bytes == t->activation_peak);
     t->arena = t->be->alloc(t->ctx, t->lay.arena_bytes);
     if (!t->arena) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate the %zu-byte arena",
                         t->lay.arena_bytes);
         goto fail;
     }
-    if ((st = params_setup(t)))
+    if ((st = params_setup(t)) || (st = prepare_ops(t)))
         goto fail;
     params_init(t);
     *out = t;
@@ -163,8 +227,11 @@ fail:
     return st;
 }
 
+/* Stands in for data while preparing (never read or written). */
+static float dry_data[16];
+
 /* The tensor of value v: resident storage, or its buffer's live instance (NULL when
- * the buffer is not live). */
+ * the buffer is not live; dry_data while preparing). */
 static struct ktensor tensor(const remat_trainer *t, int32_t v)
 {
     const struct gvalue *gv = graph_value(t->g, v);
@@ -176,6 +243,8 @@ static struct ktensor tensor(const remat_trainer *t, int32_t v)
         k.data = t->vdata[b];
     else if (t->tg->values[b].producer >= 0 && t->live[b])
         k.data = (float *)(t->arena + t->cur_off[b]);
+    else if (t->dry)
+        k.data = dry_data;
     return k;
 }
 
@@ -191,6 +260,8 @@ static struct ktensor grad_tensor(const remat_trainer *t, int32_t v)
         k.data = t->vgrad[b];
     else if (t->live[gb])
         k.data = (float *)(t->arena + t->cur_off[gb]);
+    else if (t->dry)
+        k.data = dry_data;
     return k;
 }
 
@@ -380,8 +451,10 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
     memset(st, 0, sizeof *st);
     if (!t)
         return;
-    st->planned_peak_bytes = t->planned_peak;
-    st->measured_peak_bytes = t->measured_peak;
+    st->workspace_bytes = t->workspace;
+    st->planned_peak_bytes = t->activation_peak + t->workspace;
+    /* The scratch the backend holds now: more than prepared means a kernel grew it. */
+    st->measured_peak_bytes = t->measured_peak + t->be->workspace(t->ctx);
     st->arena_bytes = t->lay.arena_bytes;
     st->resident_bytes = t->block_floats * sizeof(float);
     st->steps = t->step;

@@ -33,9 +33,12 @@ struct remat_trainer {
     struct ktensor *kin, *kdin;
     int32_t max_in;
     int32_t *reads, *makes;
-    size_t live_bytes, measured_peak, planned_peak;
+    size_t live_bytes, measured_peak; /* arena bytes live now, and the most this step */
+    size_t activation_peak;   /* the simulator's peak of the schedule */
+    size_t workspace;         /* the backend's scratch after preparing every op */
     int64_t step;
     bool debug;               /* REMAT_DEBUG set: check every allocation for overlaps */
+    bool dry;                 /* preparing: tensors get stand-in data */
 };
 
 /* params.c */

@@ -131,6 +131,13 @@ out:
     return st;
 }
 
+static remat_status too_many(int64_t max_sets)
+{
+    return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the graph has more than %lld lower sets: the "
+                      "exact DP would take too long; use approx-tc or approx-mc, or raise "
+                      "--max-lower-sets", (long long)max_sets);
+}
+
 /* Breadth-first over the lattice: each set's extensions by one node whose predecessors
  * are all inside it. */
 static remat_status enum_exact(const struct dag *d, struct lsets *ls, struct htab *h,
@@ -159,9 +166,7 @@ static remat_status enum_exact(const struct dag *d, struct lsets *ls, struct hta
             if ((st = add_set(ls, h, b, &added)))
                 goto out;
             if (ls->n > max_sets) {
-                st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the graph has more than %lld lower "
-                                "sets: the exact DP would not finish; use approx-tc or "
-                                "approx-mc", (long long)max_sets);
+                st = too_many(max_sets);
                 goto out;
             }
         }
@@ -219,9 +224,7 @@ static remat_status enum_exact_dfs(const struct dag *d, const int32_t *key, stru
             if ((st = add_set(ls, h, b, &added)))
                 goto out;
             if (ls->n > max_sets) {
-                st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the graph has more than %lld lower "
-                                "sets: the exact DP would not finish; use approx-tc or "
-                                "approx-mc", (long long)max_sets);
+                st = too_many(max_sets);
                 goto out;
             }
             if (!added)

@@ -83,6 +83,12 @@ static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
     return plan_finish(tg, out);
 }
 
+/* Bytes outside the plan's control: the resident bytes and the backend's workspace. */
+static size_t fixed_bytes(const remat_tgraph *tg, const remat_plan_opts *o)
+{
+    return tg->resident_bytes + o->workspace_bytes;
+}
+
 /* The DP strategies: build the graph and the lower sets once, then plan (and search
  * the minimum budget when asked or when the budget is infeasible). */
 static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
@@ -111,7 +117,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
             key[v] = tg->ops[d.op[v]].out[0];
     }
     st = lsets_build(&d, !exact ? LS_APPROX : o->authors_lattice ? LS_EXACT_DFS : LS_EXACT,
-                     key, o->max_lower_sets ? o->max_lower_sets : 2000000, &ls);
+                     key, o->max_lower_sets ? o->max_lower_sets : 100000, &ls);
     core_free(d.al, key, sizeof *key * ((size_t)d.n + 1));
     if (st)
         goto out_dag;
@@ -132,8 +138,9 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
         if (!(st = kusumoto_min_budget(&d, &ls, &min_b)))
             st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan fits an activation budget of "
                             "%zu bytes; the smallest that fits is %zu bytes (%zu in total "
-                            "with the resident %zu)", remat_strategy_name(o->strategy),
-                            *budget, min_b, min_b + tg->resident_bytes, tg->resident_bytes);
+                            "with the resident bytes and workspace, %zu)",
+                            remat_strategy_name(o->strategy), *budget, min_b,
+                            min_b + fixed_bytes(tg, o), fixed_bytes(tg, o));
         goto out;
     }
     /*
@@ -183,11 +190,11 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
                 !(st = planner_sim_peak(tg, fit, &peak)))
                 st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan's simulated peak fits an "
                                 "activation budget of %zu bytes; the smallest that fits is "
-                                "%zu bytes (%zu in total with the resident %zu)",
-                                remat_strategy_name(o->strategy), target,
+                                "%zu bytes (%zu in total with the resident bytes and "
+                                "workspace, %zu)", remat_strategy_name(o->strategy), target,
                                 peak > min_b ? peak : min_b,
-                                (peak > min_b ? peak : min_b) + tg->resident_bytes,
-                                tg->resident_bytes);
+                                (peak > min_b ? peak : min_b) + fixed_bytes(tg, o),
+                                fixed_bytes(tg, o));
             remat_schedule_free(fit);
             fit = NULL;
         }
@@ -261,7 +268,7 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
 {
     remat_plan_info dummy;
     remat_plan_opts opts = {0};
-    size_t budget, peak;
+    size_t budget, peak, fixed;
     double t0 = seconds();
     remat_status st;
 
@@ -277,12 +284,13 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     memset(info, 0, sizeof *info);
     if ((unsigned)opts.strategy >= REMAT_STRATEGY_COUNT)
         return REMAT_FAIL(REMAT_ERR_ARG, "unknown strategy %d", (int)opts.strategy);
-    if (opts.budget_bytes && !opts.budget_min && opts.budget_bytes <= tg->resident_bytes)
+    fixed = fixed_bytes(tg, &opts);
+    if (opts.budget_bytes && !opts.budget_min && opts.budget_bytes <= fixed)
         return REMAT_FAIL(REMAT_ERR_INFEASIBLE, "the budget of %zu bytes does not even hold "
                           "the resident %zu bytes (parameters, their gradients and momentum, "
-                          "inputs)", opts.budget_bytes, tg->resident_bytes);
-    budget = opts.budget_bytes && !opts.budget_min ? opts.budget_bytes - tg->resident_bytes
-                                                   : SIZE_MAX / 4;
+                          "inputs)%s", opts.budget_bytes, fixed,
+                          opts.workspace_bytes ? " and the backend's workspace" : "");
+    budget = opts.budget_bytes && !opts.budget_min ? opts.budget_bytes - fixed : SIZE_MAX / 4;
     switch (opts.strategy) {
     case REMAT_STRATEGY_NONE:
         st = remat_plan_none(tg, out);
@@ -318,11 +326,11 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
         st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: the plan's simulated peak of %zu bytes is "
                         "above the activation budget of %zu bytes (the smallest budget for "
                         "this strategy is %zu bytes in total)", remat_strategy_name(opts.strategy),
-                        peak, budget, peak + tg->resident_bytes);
+                        peak, budget, peak + fixed);
         goto fail;
     }
     info->activation_budget_bytes = budget;
-    info->budget_bytes = budget >= SIZE_MAX / 4 ? 0 : budget + tg->resident_bytes;
+    info->budget_bytes = budget >= SIZE_MAX / 4 ? 0 : budget + fixed;
     info->feasible = true;
     info->plan_seconds = seconds() - t0;
     return REMAT_OK;

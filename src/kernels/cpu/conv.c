@@ -127,7 +127,7 @@ remat_status cpu_conv_forward(struct cpu_ctx *c, const struct kop *op)
     struct cpu_entry *e;
     remat_status st = cpu_entry_get(c, op, CPU_PASS_FWD, 0, build_fwd, &e);
 
-    if (st)
+    if (st || c->dry) /* cpu_prepare: the entry is made */
         return st;
     return cpu_prim_run(c, e, &e->prim[0],
                         (const struct cpu_bind[]){{DNNL_ARG_SRC, op->in[0].data},
@@ -203,6 +203,8 @@ remat_status cpu_conv_backward(struct cpu_ctx *c, const struct kop *op)
         return REMAT_OK;
     if ((st = cpu_entry_get(c, op, CPU_PASS_BWD, want, build_bwd, &e)))
         return st;
+    if (c->dry)
+        return REMAT_OK;
     dx = e->n[0] >= 0 ? cpu_region_ptr(c, e, (int32_t)e->n[0]) : NULL;
     dw = e->n[1] >= 0 ? cpu_region_ptr(c, e, (int32_t)e->n[1]) : NULL;
     db = e->n[2] >= 0 ? cpu_region_ptr(c, e, (int32_t)e->n[2]) : NULL;

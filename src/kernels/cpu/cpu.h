@@ -75,6 +75,7 @@ struct cpu_ctx {
     char *scratch;                     /* 64-byte aligned */
     size_t scratch_bytes;
     int64_t n_primitives;              /* primitives made so far (tests: the cache works) */
+    bool dry;                          /* cpu_prepare: make entries, run nothing */
 };
 
 /* An argument's data for a run: the pointer bound to DNNL_ARG_* arg. */
@@ -96,6 +97,12 @@ struct cpu_bind {
 
 /* REMAT_ERR_UNSUPPORTED with "oneDNN: <call>: <status>" at file:line. */
 remat_status cpu_fail(const char *call, dnnl_status_t s, const char *file, int line);
+
+/* Makes the entries (primitives and scratch) the forward or backward of op will use,
+ * without touching any data: op's tensors need shapes, and non-NULL data exactly where
+ * the real call will have it (which gradients are wanted). Afterwards scratch_bytes is
+ * what running it needs. */
+remat_status cpu_prepare(struct cpu_ctx *c, const struct kop *op, bool backward);
 
 /* ctx.c: the context. */
 remat_status cpu_ctx_new(int threads, struct cpu_ctx **out);

@@ -22,6 +22,17 @@ static bool bn_ok(const struct kop *op)
     return op->in[0].ndim == 2 || op->in[0].ndim == 4;
 }
 
+/* The reference kernels need no scratch: nothing to prepare. */
+static remat_status ref_fwd(const struct cpu_ctx *c, const struct kop *op)
+{
+    return c->dry ? REMAT_OK : ref_forward(op);
+}
+
+static remat_status ref_bwd(const struct cpu_ctx *c, const struct kop *op)
+{
+    return c->dry ? REMAT_OK : ref_backward(op);
+}
+
 remat_status cpu_forward(struct cpu_ctx *c, const struct kop *op)
 {
     cpu_ctx_threads(c);
@@ -30,13 +41,13 @@ remat_status cpu_forward(struct cpu_ctx *c, const struct kop *op)
     case REMAT_OP_CONV_TRANSPOSE2D:
         return cpu_conv_forward(c, op);
     case REMAT_OP_BATCH_NORM:
-        return bn_ok(op) ? cpu_bn_forward(c, op) : ref_forward(op);
+        return bn_ok(op) ? cpu_bn_forward(c, op) : ref_fwd(c, op);
     case REMAT_OP_AVG_POOL:
-        return cpu_can_avg_pool(op) ? cpu_avg_pool_forward(c, op) : ref_forward(op);
+        return cpu_can_avg_pool(op) ? cpu_avg_pool_forward(c, op) : ref_fwd(c, op);
     case REMAT_OP_LINEAR:
         return cpu_linear_forward(c, op);
     default:
-        return ref_forward(op);
+        return ref_fwd(c, op);
     }
 }
 
@@ -44,18 +55,28 @@ remat_status cpu_backward(struct cpu_ctx *c, const struct kop *op)
 {
     cpu_ctx_threads(c);
     if (!op->dout.data) /* the constant 1: only the losses see it */
-        return ref_backward(op);
+        return ref_bwd(c, op);
     switch (op->type) {
     case REMAT_OP_CONV2D:
     case REMAT_OP_CONV_TRANSPOSE2D:
         return cpu_conv_backward(c, op);
     case REMAT_OP_BATCH_NORM:
-        return bn_ok(op) ? cpu_bn_backward(c, op) : ref_backward(op);
+        return bn_ok(op) ? cpu_bn_backward(c, op) : ref_bwd(c, op);
     case REMAT_OP_AVG_POOL:
-        return cpu_can_avg_pool(op) ? cpu_avg_pool_backward(c, op) : ref_backward(op);
+        return cpu_can_avg_pool(op) ? cpu_avg_pool_backward(c, op) : ref_bwd(c, op);
     case REMAT_OP_LINEAR:
         return cpu_linear_backward(c, op);
     default:
-        return ref_backward(op);
+        return ref_bwd(c, op);
     }
+}
+
+remat_status cpu_prepare(struct cpu_ctx *c, const struct kop *op, bool backward)
+{
+    remat_status st;
+
+    c->dry = true;
+    st = backward ? cpu_backward(c, op) : cpu_forward(c, op);
+    c->dry = false;
+    return st;
 }

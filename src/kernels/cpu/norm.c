@@ -134,6 +134,8 @@ remat_status cpu_bn_forward(struct cpu_ctx *c, const struct kop *op)
 
     if ((st = cpu_entry_get(c, op, CPU_PASS_FWD, 0, build_fwd, &e)))
         return st;
+    if (c->dry)
+        return REMAT_OK;
     var = cpu_region_ptr(c, e, R_VAR);
     xb = cpu_region_ptr(c, e, R_XB);
     scale_shift(c, op, e, &scale, &shift);
@@ -206,6 +208,8 @@ remat_status cpu_bn_backward(struct cpu_ctx *c, const struct kop *op)
         return REMAT_OK;
     if ((st = cpu_entry_get(c, op, CPU_PASS_BWD, 0, build_bwd, &e)))
         return st;
+    if (c->dry)
+        return REMAT_OK;
     var = cpu_region_ptr(c, e, R_VAR);
     xb = cpu_region_ptr(c, e, R_XB);
     dyb = cpu_region_ptr(c, e, R_DYB);

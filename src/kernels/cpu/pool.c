@@ -91,7 +91,7 @@ remat_status cpu_avg_pool_forward(struct cpu_ctx *c, const struct kop *op)
     struct cpu_entry *e;
     remat_status st = cpu_entry_get(c, op, CPU_PASS_FWD, 0, build_fwd, &e);
 
-    if (st)
+    if (st || c->dry) /* cpu_prepare: the entry is made */
         return st;
     return cpu_prim_run(c, e, &e->prim[0],
                         (const struct cpu_bind[]){{DNNL_ARG_SRC, op->in[0].data},
@@ -133,6 +133,8 @@ remat_status cpu_avg_pool_backward(struct cpu_ctx *c, const struct kop *op)
         return REMAT_OK;
     if ((st = cpu_entry_get(c, op, CPU_PASS_BWD, 0, build_bwd, &e)))
         return st;
+    if (c->dry)
+        return REMAT_OK;
     dx = cpu_region_ptr(c, e, 0);
     st = cpu_prim_run(c, e, &e->prim[0],
                       (const struct cpu_bind[]){{DNNL_ARG_DIFF_DST, op->dout.data},
