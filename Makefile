@@ -48,6 +48,13 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# the per-sample kernels' batch split (src/kernels/cpu/split.c) uses OpenMP pragmas
+$(BUILD)/src/kernels/cpu/split.o: CFLAGS += -fopenmp
+# kernels: -O3 vectorizes the elementwise loops; -fno-trapping-math lets it turn their
+# selects into vector blends (it gives up floating-point exception flags, never values;
+# no fast-math: the same bits as -O2)
+$(BUILD)/src/kernels/%.o: CFLAGS += -O3 -fno-trapping-math
+
 $(BUILD)/libremat.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

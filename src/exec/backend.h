@@ -23,6 +23,8 @@ struct backend_ops {
     remat_status (*prepare)(void *ctx, const struct kop *op, bool backward);
     /* The scratch the backend holds now: its workspace, outside the arena. */
     size_t (*workspace)(void *ctx);
+    /* Zeroes bytes at p (a gradient buffer as it is allocated). */
+    void (*zero)(void *ctx, void *p, size_t bytes);
 };
 
 const struct backend_ops *backend_ref(void);

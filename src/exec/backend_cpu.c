@@ -66,9 +66,14 @@ static size_t be_workspace(void *ctx)
     return ((const struct cpu_ctx *)ctx)->scratch_bytes;
 }
 
+static void be_zero(void *ctx, void *p, size_t bytes)
+{
+    cpu_zero(ctx, p, bytes);
+}
+
 static const struct backend_ops cpu_ops = {
     "cpu", be_create, be_destroy, be_alloc, be_release, be_forward, be_backward, be_prepare,
-    be_workspace,
+    be_workspace, be_zero,
 };
 
 const struct backend_ops *backend_cpu(void)

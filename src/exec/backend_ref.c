@@ -61,9 +61,15 @@ static size_t ref_workspace(void *ctx)
     return 0;
 }
 
+static void ref_zero(void *ctx, void *p, size_t bytes)
+{
+    (void)ctx;
+    memset(p, 0, bytes);
+}
+
 static const struct backend_ops ref_ops = {
     "ref", ref_create, ref_destroy, ref_alloc, ref_release, ref_fwd, ref_bwd, ref_prepare,
-    ref_workspace,
+    ref_workspace, ref_zero,
 };
 
 const struct backend_ops *backend_ref(void)

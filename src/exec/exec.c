@@ -293,7 +293,7 @@ static void allocate(remat_trainer *t, remat_step step, size_t *next_inst)
         t->live[b] = true;
         t->live_bytes += in->bytes;
         if (b >= t->tg->n_values) /* a gradient: accumulated into, so zeroed first */
-            memset(t->arena + in->offset, 0, in->bytes);
+            t->be->zero(t->ctx, t->arena + in->offset, in->bytes);
     }
     if (t->live_bytes > t->measured_peak)
         t->measured_peak = t->live_bytes;

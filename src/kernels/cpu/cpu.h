@@ -104,6 +104,13 @@ remat_status cpu_fail(const char *call, dnnl_status_t s, const char *file, int l
  * what running it needs. */
 remat_status cpu_prepare(struct cpu_ctx *c, const struct kop *op, bool backward);
 
+/* split.c: per-sample ops (their samples independent) on the reference kernels, the
+ * batch split across the context's threads; the bits are the reference's. */
+bool cpu_per_sample(const struct kop *op);
+remat_status cpu_split_run(const struct cpu_ctx *c, const struct kop *op, bool backward);
+/* memset(p, 0, bytes) on the context's threads. */
+void cpu_zero(const struct cpu_ctx *c, void *p, size_t bytes);
+
 /* ctx.c: the context. */
 remat_status cpu_ctx_new(int threads, struct cpu_ctx **out);
 void cpu_ctx_free(struct cpu_ctx *c);

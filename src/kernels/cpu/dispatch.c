@@ -12,7 +12,9 @@
  * - average pooling whose last ceil_mode window runs past the padding with
  *   count_include_pad (pool.c).
  * Global average pooling, add, concat, crop, pad, upsampling, dropout and the losses are
- * cheap or data movement and run on the reference kernels too.
+ * cheap or data movement and run on the reference kernels too; the per-sample ones among
+ * all these (relu, pooling, add, concat, crop, pad, upsampling) with the batch split
+ * across the threads (split.c).
  */
 #include "kernels/cpu/cpu.h"
 
@@ -22,15 +24,20 @@ static bool bn_ok(const struct kop *op)
     return op->in[0].ndim == 2 || op->in[0].ndim == 4;
 }
 
-/* The reference kernels need no scratch: nothing to prepare. */
+/* The reference kernels (need no scratch: nothing to prepare), per-sample ops on the
+ * context's threads (split.c). */
 static remat_status ref_fwd(const struct cpu_ctx *c, const struct kop *op)
 {
-    return c->dry ? REMAT_OK : ref_forward(op);
+    if (c->dry)
+        return REMAT_OK;
+    return cpu_per_sample(op) ? cpu_split_run(c, op, false) : ref_forward(op);
 }
 
 static remat_status ref_bwd(const struct cpu_ctx *c, const struct kop *op)
 {
-    return c->dry ? REMAT_OK : ref_backward(op);
+    if (c->dry)
+        return REMAT_OK;
+    return cpu_per_sample(op) ? cpu_split_run(c, op, true) : ref_backward(op);
 }
 
 remat_status cpu_forward(struct cpu_ctx *c, const struct kop *op)
