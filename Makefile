@@ -21,7 +21,7 @@ WARN += -Werror
 endif
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc -MMD -MP
-LDLIBS := -lglpk -ldnnl -lgomp -lm -lpthread
+LDLIBS := -lglpk -ldnnl -lprotobuf-c -lgomp -lm -lpthread
 
 BUILD := build
 ifeq ($(SAN),1)
@@ -38,6 +38,12 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# The ONNX reader's C code, generated at build time by protoc-c from the onnx.proto that
+# Debian's python3-onnx ships.
+ONNX_PROTO ?= $(firstword $(wildcard /usr/lib/python3/dist-packages/onnx/onnx.proto \
+                                     /usr/include/onnx/onnx.proto) onnx.proto-not-found)
+GEN := $(BUILD)/gen
+LIB_OBJ += $(GEN)/onnx.pb-c.o
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
@@ -47,6 +53,17 @@ all: $(BUILD)/libremat.a $(BUILD)/libremat.so $(BUILD)/remat
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(GEN)
+	cp $< $(GEN)/onnx.proto
+	cd $(GEN) && protoc-c --c_out=. onnx.proto
+
+$(GEN)/onnx.pb-c.o: $(GEN)/onnx.pb-c.c
+	$(CC) $(filter-out $(WARN),$(CFLAGS)) -w -I$(GEN) -c $< -o $@
+
+$(BUILD)/src/io/onnx.o: CFLAGS += -I$(GEN)
+$(BUILD)/src/io/onnx.o: | $(GEN)/onnx.pb-c.h
 
 # the per-sample kernels' batch split (src/kernels/cpu/split.c) uses OpenMP pragmas
 $(BUILD)/src/kernels/cpu/split.o: CFLAGS += -fopenmp

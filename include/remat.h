@@ -397,7 +397,8 @@ typedef struct remat_train_stats {
 void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st);
 /* FNV-1a 64 of every parameter's bytes, in graph order. */
 uint64_t remat_trainer_param_checksum(const remat_trainer *t);
-/* A parameter (or another value with storage outside the arena) by name: its data,
+/* A parameter, a batch-norm running statistic ("<op>.running_mean", "<op>.running_var")
+ * or another value with storage outside the arena, by name: its data,
  * its gradient (NULL if none) and its element count. REMAT_ERR_ARG if unknown. */
 remat_status remat_trainer_param(remat_trainer *t, const char *name, float **data,
                                  float **grad, int64_t *numel);
@@ -418,6 +419,35 @@ int64_t remat_data_count(const remat_data *d);
 void remat_data_sample_shape(const remat_data *d, int64_t chw[3]);
 /* Samples first .. first+n-1 (wrapping around the file) into x and labels. */
 void remat_data_batch(const remat_data *d, int64_t first, int64_t n, float *x, int32_t *labels);
+
+/* ------------------------------------------------------------------ ONNX */
+
+/*
+ * A model exported to ONNX (opsets 11 to 17, e.g. torch.onnx.export in training mode):
+ * its graph becomes a remat graph, its output the logits of a softmax cross-entropy loss
+ * against labels, and its initializers the starting values of the parameters and
+ * batch-norm running statistics (docs/onnx.md lists the ops and how each maps).
+ */
+typedef struct remat_onnx_opts {
+    int64_t batch;     /* > 0: replaces the input's first dimension; 0: the file's (a
+                          symbolic one reads as 1) */
+} remat_onnx_opts;
+
+/* The starting values an ONNX file gives, by parameter name. */
+typedef struct remat_onnx_weights remat_onnx_weights;
+
+/* Reads the file at path (REMAT_ERR_PARSE for a malformed one, REMAT_ERR_UNSUPPORTED for
+ * an op or attribute remat lacks, naming the node, its type and the opset). */
+remat_status remat_onnx_read(const char *path, const remat_onnx_opts *o,
+                             const remat_allocator *a, remat_graph **graph,
+                             remat_onnx_weights **weights);
+/* The same from n bytes in memory; label names them in messages. */
+remat_status remat_onnx_read_buffer(const void *data, size_t n, const char *label,
+                                    const remat_onnx_opts *o, const remat_allocator *a,
+                                    remat_graph **graph, remat_onnx_weights **weights);
+/* Copies the starting values into a trainer of that graph. */
+remat_status remat_onnx_weights_apply(const remat_onnx_weights *w, remat_trainer *t);
+void remat_onnx_weights_free(remat_onnx_weights *w);
 
 #ifdef __cplusplus
 }

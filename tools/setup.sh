@@ -5,9 +5,13 @@
 set -eu
 
 # gcc/make: the build; libglpk-dev: the MILP solver of the optimal strategy; libdnnl-dev:
-# oneDNN 2.x for the cpu backend; python3: the independent oracles and JSON checks of the
-# tests.
-packages="gcc make libglpk-dev libdnnl-dev python3"
+# oneDNN 2.x for the cpu backend; libprotobuf-c-dev, protobuf-c-compiler and python3-onnx
+# (its onnx.proto): the ONNX reader; python3: the independent oracles and JSON checks of
+# the tests; python3-torch, python3-torchvision: the ONNX exports and PyTorch reference
+# gradients the ONNX tests make; libonnx-testdata: ONNX's operator conformance cases;
+# clang: the fuzz target.
+packages="gcc make libglpk-dev libdnnl-dev libprotobuf-c-dev protobuf-c-compiler python3
+python3-onnx python3-torch python3-torchvision libonnx-testdata clang"
 
 missing=""
 for p in $packages; do

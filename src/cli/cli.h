@@ -28,14 +28,15 @@ const char *cli_value(int argc, char **argv, int *i);
  * (only one). 0, or 1 after printing an error. */
 int cli_model_arg(const char *cmd, const char *a, const char **spec);
 
-/* A model given on the command line: a zoo name or a graph-dump file. */
+/* A model given on the command line: a zoo name, a graph-dump file or an ONNX file. */
 struct cli_model {
     const char *spec;
     remat_zoo_opts zoo;
     remat_tgraph_opts topts;
     bool batch_given, size_given;
-    bool is_dump;
+    bool is_dump, is_onnx;
     remat_graph *g;          /* NULL for a dump */
+    remat_onnx_weights *weights; /* an ONNX file's starting values */
     remat_tgraph *tg;
 };
 int cli_model_load(struct cli_model *m);

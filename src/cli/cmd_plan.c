@@ -12,7 +12,8 @@ static void help(FILE *f)
     fprintf(f,
             "usage: remat plan MODEL|FILE [options]\n\n"
             "Plans one training step and simulates its memory. MODEL is a zoo name\n"
-            "(`remat zoo`); FILE is a graph dump of Kusumoto et al. (cg_*.txt).\n\n"
+            "(`remat zoo`); FILE is a graph dump of Kusumoto et al. (cg_*.txt) or an ONNX\n"
+            "model (*.onnx, docs/onnx.md).\n\n"
             "  --batch N           batch size (default 1; not for dumps)\n"
             "  --input-size HxW    input height and width (default: the model's)\n"
             "  --classes K         output classes (default: the model's)\n"

@@ -11,9 +11,11 @@
 static void help(FILE *f)
 {
     fprintf(f,
-            "usage: remat train MODEL [options]\n\n"
+            "usage: remat train MODEL|FILE.onnx [options]\n\n"
             "Plans one training step, then runs K steps of SGD inside the planned arena\n"
-            "and reports the planned and measured peaks. MODEL is a zoo name (`remat zoo`).\n"
+            "and reports the planned and measured peaks. MODEL is a zoo name (`remat zoo`);\n"
+            "an ONNX file (opsets 11-17, its output the logits) starts from its weights,\n"
+            "with a softmax cross-entropy loss added (docs/onnx.md).\n"
             "Inputs and labels are synthetic, drawn from the seed, unless --data is given.\n"
             "REMAT_DEBUG=1 checks every allocation for overlaps with live buffers.\n\n"
             "  --batch N            batch size (default 1)\n"
@@ -150,6 +152,7 @@ int cmd_train(int argc, char **argv)
     /* The backend's workspace counts in the budget: prepared first, then planned. */
     if (remat_train_workspace(m.g, m.tg, &to, &po.workspace_bytes) ||
         remat_plan(m.tg, &po, &s, &pi) || remat_trainer_new(m.g, m.tg, s, &to, &t) ||
+        (m.weights && remat_onnx_weights_apply(m.weights, t)) ||
         (load && remat_trainer_load(t, load))) {
         cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
         goto out;

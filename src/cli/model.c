@@ -60,9 +60,25 @@ int cli_model_load(struct cli_model *m)
     const char *dot = strrchr(m->spec, '.');
 
     if (is_file(m->spec)) {
-        if (dot && !strcmp(dot, ".onnx"))
-            return cli_error("plan a zoo model or a graph dump until ONNX import lands",
-                             "%s: ONNX files are not supported yet", m->spec);
+        if (dot && !strcmp(dot, ".onnx")) {
+            remat_onnx_opts oo = {.batch = m->batch_given ? m->zoo.batch : 0};
+
+            if (m->size_given)
+                return cli_error("export the model at the size you want",
+                                 "%s: --input-size does not apply to an ONNX file", m->spec);
+            m->is_onnx = true;
+            if (remat_onnx_read(m->spec, &oo, NULL, &m->g, &m->weights))
+                return cli_error(NULL, "%s", remat_errmsg());
+            if (remat_tgraph_from_graph(m->g, &m->topts, &m->tg))
+                return cli_error(NULL, "%s: %s", m->spec, remat_errmsg());
+            {
+                int64_t shape[4];
+
+                remat_graph_value_shape(m->g, 0, shape);
+                m->zoo.batch = shape[0];
+            }
+            return 0;
+        }
         if (m->batch_given || m->size_given)
             return cli_error("a graph dump fixes its batch and input size",
                              "%s: --batch and --input-size do not apply to a graph dump",
@@ -89,6 +105,8 @@ int cli_model_load(struct cli_model *m)
 
 void cli_model_fini(struct cli_model *m)
 {
+    remat_onnx_weights_free(m->weights);
+    m->weights = NULL;
     remat_tgraph_free(m->tg);
     remat_graph_free(m->g);
     m->tg = NULL;

@@ -132,9 +132,14 @@ uint64_t remat_trainer_param_checksum(const remat_trainer *t)
     return h;
 }
 
+static float *find(remat_trainer *t, const char *name, int64_t *n);
+
 remat_status remat_trainer_param(remat_trainer *t, const char *name, float **data,
                                  float **grad, int64_t *numel)
 {
+    int64_t n = 0;
+    float *p;
+
     if (!t || !name)
         return REMAT_FAIL(REMAT_ERR_ARG, "no trainer or no name");
     for (size_t v = 0; v < t->g->values.n; v++) {
@@ -150,7 +155,17 @@ remat_status remat_trainer_param(remat_trainer *t, const char *name, float **dat
             return REMAT_OK;
         }
     }
-    return REMAT_FAIL(REMAT_ERR_ARG, "no parameter or input named '%s'", name);
+    if ((p = find(t, name, &n))) { /* a batch-norm running statistic: no gradient */
+        if (data)
+            *data = p;
+        if (grad)
+            *grad = NULL;
+        if (numel)
+            *numel = n;
+        return REMAT_OK;
+    }
+    return REMAT_FAIL(REMAT_ERR_ARG, "no parameter, running statistic or input named '%s'",
+                      name);
 }
 
 /* ------------------------------------------------------------------ files */
