@@ -67,6 +67,8 @@ $(BUILD)/src/io/onnx.o: | $(GEN)/onnx.pb-c.h
 
 # the per-sample kernels' batch split (src/kernels/cpu/split.c) uses OpenMP pragmas
 $(BUILD)/src/kernels/cpu/split.o: CFLAGS += -fopenmp
+# batch norm: channels on OpenMP's threads (src/kernels/ref/norm.c)
+$(BUILD)/src/kernels/ref/norm.o: CFLAGS += -fopenmp
 # kernels: -O3 vectorizes the elementwise loops; -fno-trapping-math lets it turn their
 # selects into vector blends (it gives up floating-point exception flags, never values;
 # no fast-math: the same bits as -O2)

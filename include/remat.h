@@ -104,7 +104,8 @@ typedef struct remat_allocator {
     X(CROP, "crop")                                                                      \
     X(PAD, "pad")                                                                        \
     X(SOFTMAX_CE, "softmax_ce")                                                          \
-    X(SUM_LOSSES, "sum_losses")
+    X(SUM_LOSSES, "sum_losses")                                                          \
+    X(CLIP, "clip")
 
 typedef enum remat_op {
 #define REMAT_X_ENUM(e, s) REMAT_OP_##e,
@@ -138,6 +139,7 @@ typedef struct remat_attrs {
     int32_t out_pad_h, out_pad_w;
     bool bias, ceil_mode, count_include_pad, align_corners;
     float eps, momentum, p;
+    float clip_min, clip_max;   /* clip: both 0 means [0, 6] (ReLU6) */
     int64_t out_h, out_w;
     int32_t offset_h, offset_w; /* crop: -1 centred */
     int32_t pad_t, pad_b, pad_l, pad_r;

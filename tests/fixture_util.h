@@ -100,7 +100,7 @@ static inline bool read_records(FILE *f, uint32_t n, bool prm, struct group *g)
             r->n *= r->dims[d];
         }
         esz = dt == DT_TEXT ? 1 : 4;
-        if (r->n > (1 << 22) || !(r->data = calloc((size_t)r->n * esz + 1, 1)) ||
+        if (r->n > (1 << 28) || !(r->data = calloc((size_t)r->n * esz + 1, 1)) ||
             !rd(f, r->data, (size_t)r->n * esz))
             return false;
     }

@@ -36,6 +36,15 @@ static int h_passed, h_failed, h_skipped, h_cur_failed, h_cur_skipped;
         }                                                                                \
     } while (0)
 
+/* CHECK, then `on_fail` (return, goto, break, continue of the enclosing loop) when it
+ * failed: one report per graph. An if-else, so that break and continue reach the loop. */
+#define CHECK_OR(cond, on_fail, ...)                                                     \
+    if (!(cond)) {                                                                       \
+        CHECK(cond, __VA_ARGS__);                                                        \
+        on_fail;                                                                         \
+    } else                                                                               \
+        (void)0
+
 #define CHECK_I64(a, b)                                                                  \
     do {                                                                                 \
         long long ha_ = (long long)(a), hb_ = (long long)(b);                            \

@@ -19,14 +19,6 @@
 #include <stdint.h>
 #include <time.h>
 
-/* CHECK, then `on_fail` (return, goto, break, continue of the enclosing loop) when it
- * failed: one report per graph. An if-else, so that break and continue reach the loop. */
-#define CHECK_OR(cond, on_fail, ...)                                                     \
-    if (!(cond)) {                                                                       \
-        CHECK(cond, __VA_ARGS__);                                                        \
-        on_fail;                                                                         \
-    } else                                                                               \
-        (void)0
 
 /* ------------------------------------------------------------------ random */
 

@@ -392,18 +392,30 @@ static void test_conv_t(void)
              F_UNIFORM, T_LIN, T_LIN, false);
 }
 
+/* Batch norm: by default the cpu backend runs the reference kernel on its threads (the
+ * same bits); with bn_onednn (REMAT_CPU_BN=onednn) oneDNN's, within T_LIN. */
 static void test_bn(void)
 {
-    struct shp x1 = S4(4, 6, 5, 7), x2 = S2(16, 10), x3 = S4(2, 3, 1, 1);
+    struct shp x1 = S4(4, 6, 5, 7), x2 = S2(16, 10), x3 = S4(2, 3, 1, 1), x4 = S4(4, 64, 16, 16);
 
-    rng_state = rng_seed;
-    cmp_case("batch_norm 4-d", REMAT_OP_BATCH_NORM, 1, &x1, NULL, F_UNIFORM, T_LIN,
-             T_LIN, false);
-    cmp_case("batch_norm 2-d eps 0.1 momentum 0.3", REMAT_OP_BATCH_NORM, 1, &x2,
-             &(remat_attrs){.eps = 0.1f, .momentum = 0.3f}, F_UNIFORM, T_LIN, T_LIN,
-             false);
-    cmp_case("batch_norm 4-d M = 2", REMAT_OP_BATCH_NORM, 1, &x3, NULL, F_UNIFORM, T_LIN,
-             T_LIN, false);
+    for (int k = 0; k < 2; k++) {
+        struct tol tol = k ? T_LIN : EXACT;
+
+        ((struct cpu_ctx *)ctx)->bn_onednn = k == 1;
+        rng_state = rng_seed;
+        cmp_case(k ? "batch_norm 4-d (oneDNN)" : "batch_norm 4-d", REMAT_OP_BATCH_NORM, 1,
+                 &x1, NULL, F_UNIFORM, tol, tol, false);
+        cmp_case(k ? "batch_norm 2-d eps 0.1 momentum 0.3 (oneDNN)"
+                   : "batch_norm 2-d eps 0.1 momentum 0.3",
+                 REMAT_OP_BATCH_NORM, 1, &x2, &(remat_attrs){.eps = 0.1f, .momentum = 0.3f},
+                 F_UNIFORM, tol, tol, false);
+        cmp_case(k ? "batch_norm 4-d M = 2 (oneDNN)" : "batch_norm 4-d M = 2",
+                 REMAT_OP_BATCH_NORM, 1, &x3, NULL, F_UNIFORM, tol, tol, false);
+        cmp_case(k ? "batch_norm 4-d 64 channels, threaded (oneDNN)"
+                   : "batch_norm 4-d 64 channels, threaded",
+                 REMAT_OP_BATCH_NORM, 1, &x4, NULL, F_UNIFORM, tol, tol, false);
+    }
+    ((struct cpu_ctx *)ctx)->bn_onednn = false;
 }
 
 /* a and b bit-identical, or both NaN. */
@@ -421,6 +433,9 @@ static void test_relu(void)
     rng_state = rng_seed;
     cmp_case("relu 4-d", REMAT_OP_RELU, 1, &x1, NULL, F_UNIFORM, EXACT, EXACT, false);
     cmp_case("relu 2-d", REMAT_OP_RELU, 1, &x2, NULL, F_UNIFORM, EXACT, EXACT, false);
+    cmp_case("clip 4-d [-0.3, 0.4]", REMAT_OP_CLIP, 1, &x1,
+             &(remat_attrs){.clip_min = -0.3f, .clip_max = 0.4f}, F_UNIFORM, EXACT, EXACT,
+             false);
 
     /* NaN stays NaN, -0 stays -0; the backward passes a NaN dy where y > 0 and drops
      * it elsewhere, and gives nothing where y is NaN (oneDNN's relu differs on each,

@@ -35,7 +35,7 @@ static const struct {
     AF(out_pad_w, 'i'), AF(bias, 'b'), AF(ceil_mode, 'b'), AF(count_include_pad, 'b'),
     AF(align_corners, 'b'), AF(eps, 'f'), AF(momentum, 'f'), AF(p, 'f'), AF(out_h, 'L'),
     AF(out_w, 'L'), AF(offset_h, 'i'), AF(offset_w, 'i'), AF(pad_t, 'i'), AF(pad_b, 'i'),
-    AF(pad_l, 'i'), AF(pad_r, 'i'),
+    AF(pad_l, 'i'), AF(pad_r, 'i'), AF(clip_min, 'f'), AF(clip_max, 'f'),
 #undef AF
 };
 

@@ -181,6 +181,25 @@ static void test_relu_hand(void)
     tk_fini(&t);
 }
 
+/* clip with the default range, [0, 6] (ReLU6): values below, inside, above, at a bound. */
+static void test_clip_hand(void)
+{
+    struct shp s = S2(1, 5);
+    struct tk t;
+
+    tk_init(&t, REMAT_OP_CLIP, 1, &s, NULL);
+    REMAT_ASSERT_TEST(t.op.at->clip_min == 0 && t.op.at->clip_max == 6);
+    set_vals(&t.in[0], (const float[]){-1, 3, 7, 6, 0.5f});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("clip y", t.op.out.data, (const double[]){0, 3, 6, 6, 0.5}, 5, 0);
+    set_vals(&t.op.dout, (const float[]){1, 2, 3, 4, 5});
+    set_vals(&t.din[0], (const float[]){10, 10, 10, 10, 10});
+    CHECK_OK(tk_backward(&t));
+    check_close("clip dx (accumulated onto 10; none at a bound)", t.din[0].data,
+                (const double[]){10, 12, 10, 10, 15}, 5, 0);
+    tk_fini(&t);
+}
+
 /* Max pooling on a (1, 1, h, w) input: y and the int32 argmax. */
 static void hand_maxpool(const char *what, struct shp xs, const float *x, const remat_attrs *at,
                          int64_t ho, int64_t wo, const double *want, const int32_t *want_idx)
@@ -676,6 +695,9 @@ static void test_grad_norm_act(void)
     grad_case("batch_norm 2-d eps 0.1", REMAT_OP_BATCH_NORM, 1, &x2,
               &(remat_attrs){.eps = 0.1f}, FILL_UNIFORM, TOL_SMOOTH, FD_RANDOM);
     grad_case("relu", REMAT_OP_RELU, 1, &x3, NULL, FILL_AWAY, TOL_PW, FD_RANDOM);
+    /* inputs of magnitude >= 0.1: never within h of -2 or 0.05 */
+    grad_case("clip [-2, 0.05]", REMAT_OP_CLIP, 1, &x3,
+              &(remat_attrs){.clip_min = -2, .clip_max = 0.05f}, FILL_AWAY, TOL_PW, FD_RANDOM);
 }
 
 static void test_grad_pool(void)
@@ -752,6 +774,7 @@ int main(void)
     RUN(test_conv_hand);
     RUN(test_bn_hand);
     RUN(test_relu_hand);
+    RUN(test_clip_hand);
     RUN(test_pool_hand);
     RUN(test_elem_hand);
     RUN(test_upsample_hand);

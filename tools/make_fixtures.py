@@ -251,6 +251,10 @@ def op_cases():
     c.append(bn_case("batch_norm 2-d", (5, 3)))
     c.append(op_case("relu", "relu", {}, [away((2, 3, 4, 4))], {},
                      lambda xs, ps, _: F.relu(xs[0])))
+    # inputs of magnitude >= 0.1: never at the bounds -2 and 0.05
+    c.append(op_case("clip [-2, 0.05]", "clip", {"clip_min": -2.0, "clip_max": 0.05},
+                     [away((2, 3, 4, 4))], {},
+                     lambda xs, ps, _: F.hardtanh(xs[0], -2.0, 0.05)))
     c.append(pool_case("max_pool k3 s2 p1", "max_pool", (2, 2, 7, 7), (3, 3), (2, 2), (1, 1)))
     c.append(pool_case("max_pool k3 s2 ceil", "max_pool", (2, 2, 8, 8), (3, 3), (2, 2), ceil=True))
     c.append(pool_case("max_pool k(2,3) s2 p1 ceil", "max_pool", (1, 3, 7, 9), (2, 3), (2, 2),

@@ -211,6 +211,18 @@ static double flops_relu(const struct gvalue *const *in, int n_in, const remat_a
     return (double)graph_numel(out);
 }
 
+static remat_status infer_clip(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                               struct gvalue *out, struct gvalue *aux, int *n_params,
+                               struct gvalue *params, const char *name)
+{
+    if (at->clip_min == 0 && at->clip_max == 0)
+        at->clip_max = 6; /* ReLU6 */
+    if (!(at->clip_min < at->clip_max))
+        return SHAPE_FAIL("clip needs min < max, got [%g, %g]", name, (double)at->clip_min,
+                          (double)at->clip_max);
+    return infer_same(in, n_in, at, out, aux, n_params, params, name);
+}
+
 static double flops_dropout(const struct gvalue *const *in, int n_in, const remat_attrs *at,
                             const struct gvalue *out, bool backward)
 {
@@ -671,6 +683,7 @@ static const struct op_info table[] = {
                              infer_softmax_ce, flops_softmax_ce},
     [REMAT_OP_SUM_LOSSES] = {"sum_losses", 1, MANY, false, false, 0, infer_sum_losses,
                              flops_sum_losses},
+    [REMAT_OP_CLIP] = {"clip", 1, 1, false, false, BR_OUT, infer_clip, flops_relu},
 };
 _Static_assert(REMAT_ARRAY_LEN(table) == REMAT_OP_COUNT, "op table matches REMAT_OPS");
 

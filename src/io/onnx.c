@@ -859,8 +859,10 @@ static remat_status op_clip(struct rd *r)
     }
     if (lo == 0 && hi >= 3.4e38f)
         return op_unary(r, REMAT_OP_RELU, NULL);
-    return node_fail(r, REMAT_ERR_UNSUPPORTED, "Clip to [%g, %g]; remat has Clip only as "
-                     "ReLU, [0, inf)", (double)lo, (double)hi);
+    if (!(lo < hi))
+        return node_fail(r, REMAT_ERR_UNSUPPORTED, "Clip to [%g, %g]: remat clips to a "
+                         "non-empty range", (double)lo, (double)hi);
+    return op_unary(r, REMAT_OP_CLIP, &(remat_attrs){.clip_min = lo, .clip_max = hi});
 }
 
 static remat_status op_pad(struct rd *r)

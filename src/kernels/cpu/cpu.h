@@ -76,6 +76,8 @@ struct cpu_ctx {
     size_t scratch_bytes;
     int64_t n_primitives;              /* primitives made so far (tests: the cache works) */
     bool dry;                          /* cpu_prepare: make entries, run nothing */
+    bool bn_onednn;                    /* batch norm on oneDNN (REMAT_CPU_BN=onednn) rather
+                                          than the reference's, threaded per channel */
 };
 
 /* An argument's data for a run: the pointer bound to DNNL_ARG_* arg. */

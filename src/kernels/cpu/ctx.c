@@ -5,6 +5,8 @@
 #include "kernels/cpu/cpu.h"
 
 #include <omp.h>
+#include <stdlib.h>
+#include <string.h>
 
 remat_status cpu_ctx_new(int threads, struct cpu_ctx **out)
 {
@@ -18,6 +20,11 @@ remat_status cpu_ctx_new(int threads, struct cpu_ctx **out)
     if (!c)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "cpu backend: out of memory");
     c->threads = threads ? threads : omp_get_num_procs();
+    {
+        const char *bn = getenv("REMAT_CPU_BN");
+
+        c->bn_onednn = bn && !strcmp(bn, "onednn");
+    }
     cpu_ctx_threads(c);
     c->block4 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) ==
                         dnnl_cpu_isa_avx512_core

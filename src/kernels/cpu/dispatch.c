@@ -48,7 +48,7 @@ remat_status cpu_forward(struct cpu_ctx *c, const struct kop *op)
     case REMAT_OP_CONV_TRANSPOSE2D:
         return cpu_conv_forward(c, op);
     case REMAT_OP_BATCH_NORM:
-        return bn_ok(op) ? cpu_bn_forward(c, op) : ref_fwd(c, op);
+        return c->bn_onednn && bn_ok(op) ? cpu_bn_forward(c, op) : ref_fwd(c, op);
     case REMAT_OP_AVG_POOL:
         return cpu_can_avg_pool(op) ? cpu_avg_pool_forward(c, op) : ref_fwd(c, op);
     case REMAT_OP_LINEAR:
@@ -68,7 +68,7 @@ remat_status cpu_backward(struct cpu_ctx *c, const struct kop *op)
     case REMAT_OP_CONV_TRANSPOSE2D:
         return cpu_conv_backward(c, op);
     case REMAT_OP_BATCH_NORM:
-        return bn_ok(op) ? cpu_bn_backward(c, op) : ref_bwd(c, op);
+        return c->bn_onednn && bn_ok(op) ? cpu_bn_backward(c, op) : ref_bwd(c, op);
     case REMAT_OP_AVG_POOL:
         return cpu_can_avg_pool(op) ? cpu_avg_pool_backward(c, op) : ref_bwd(c, op);
     case REMAT_OP_LINEAR:

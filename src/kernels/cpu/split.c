@@ -3,7 +3,7 @@
  * batch split into one contiguous slice per thread.
  *
  * An op is per-sample when sample n of its outputs (and of its input gradients) depends
- * on sample n of its inputs alone: relu, the poolings, add, concat, crop, pad and
+ * on sample n of its inputs alone: relu, clip, the poolings, add, concat, crop, pad and
  * bilinear upsampling. Each thread runs the reference kernel on a kop whose tensors are
  * its slice (shape[0] = the slice's samples, data advanced to its first sample), so the
  * arithmetic per element is the reference's, in the same order, and the bits do not
@@ -21,6 +21,7 @@ bool cpu_per_sample(const struct kop *op)
 {
     switch (op->type) {
     case REMAT_OP_RELU:
+    case REMAT_OP_CLIP:
     case REMAT_OP_MAX_POOL:
     case REMAT_OP_AVG_POOL:
     case REMAT_OP_GLOBAL_AVG_POOL:

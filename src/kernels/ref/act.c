@@ -1,5 +1,6 @@
 /*
- * act.c - reference relu and dropout, forward and backward (elementwise, any shape).
+ * act.c - reference relu, clip and dropout, forward and backward (elementwise, any
+ * shape).
  *
  * relu's backward reads its output y only (y > 0 exactly where x > 0). Dropout keeps
  * element i when kernel_uniform(key, i) >= p, i the flat index, and scales it by
@@ -45,6 +46,40 @@ remat_status ref_relu_backward(const struct kop *op)
         float s = dx[i] + dy[i]; /* computed always, kept where y > 0 */
 
         dx[i] = y[i] > 0 ? s : dx[i];
+    }
+    return REMAT_OK;
+}
+
+/* clip forward: y = min(max(x, lo), hi) (a NaN stays NaN). */
+remat_status ref_clip_forward(const struct kop *op)
+{
+    /* x, y: (numel) */
+    const float *restrict x = op->in[0].data;
+    float *restrict y = op->out.data;
+    float lo = op->at->clip_min, hi = op->at->clip_max;
+    int64_t n = ktensor_numel(&op->in[0]);
+
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+    return REMAT_OK;
+}
+
+/* clip backward: dx += dy where lo < y < hi (there lo < x < hi too: PyTorch's hardtanh
+ * gradient). Reads out and dout; the same select form as relu's. */
+remat_status ref_clip_backward(const struct kop *op)
+{
+    /* y, dy, dx: (numel) */
+    const float *restrict y = op->out.data, *restrict dy = op->dout.data;
+    float *restrict dx = op->din[0].data;
+    float lo = op->at->clip_min, hi = op->at->clip_max;
+    int64_t n = ktensor_numel(&op->out);
+
+    if (!dx)
+        return REMAT_OK;
+    for (int64_t i = 0; i < n; i++) {
+        float s = dx[i] + (dy ? dy[i] : 1.0f);
+
+        dx[i] = y[i] > lo && y[i] < hi ? s : dx[i];
     }
     return REMAT_OK;
 }

@@ -47,6 +47,8 @@ remat_status ref_forward(const struct kop *op)
         return ref_softmax_ce_forward(op);
     case REMAT_OP_SUM_LOSSES:
         return ref_sum_losses_forward(op);
+    case REMAT_OP_CLIP:
+        return ref_clip_forward(op);
     case REMAT_OP_COUNT:
         break;
     }
@@ -94,6 +96,8 @@ remat_status ref_backward(const struct kop *op)
         return ref_softmax_ce_backward(op);
     case REMAT_OP_SUM_LOSSES:
         return ref_sum_losses_backward(op);
+    case REMAT_OP_CLIP:
+        return ref_clip_backward(op);
     case REMAT_OP_COUNT:
         break;
     }

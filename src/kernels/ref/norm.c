@@ -2,7 +2,9 @@
  * norm.c - reference batch normalization in training mode, forward and backward.
  *
  * x is (N, C) or (N, C, H, W); per channel c the statistics run over the M = N*H*W
- * values (H = W = 1 for 2-d). The forward saves aux = (mean[C], invstd[C]) as floats,
+ * values (H = W = 1 for 2-d); channels are independent, so they run on OpenMP's
+ * threads (each channel's sums in the same order whatever the thread count: the bits
+ * do not depend on it). The forward saves aux = (mean[C], invstd[C]) as floats,
  * with invstd = 1 / sqrt(var + eps) and var the biased batch variance (two passes in
  * double: the mean, then the squared deviations), and normalizes with those stored float
  * values, so that the backward, which reads x and aux only (not y), recomputes exactly
@@ -44,6 +46,7 @@ remat_status ref_batch_norm_forward(const struct kop *op)
     double mom = op->at->momentum > 0 ? op->at->momentum : 0.1;
     double m = (double)(g.n * g.s);
 
+#pragma omp parallel for schedule(static) if (g.c > 1 && g.n * g.s * g.c > 32768)
     for (int64_t c = 0; c < g.c; c++) {
         double sum = 0, sq = 0, mu, var;
 
@@ -90,6 +93,7 @@ remat_status ref_batch_norm_backward(const struct kop *op)
     struct bngeom g = bn_geom(&op->in[0]);
     double m = (double)(g.n * g.s);
 
+#pragma omp parallel for schedule(static) if (g.c > 1 && g.n * g.s * g.c > 32768)
     for (int64_t c = 0; c < g.c; c++) {
         double sdy = 0, sdyx = 0, k;
 

@@ -35,9 +35,11 @@ remat_status ref_conv_transpose2d_backward(const struct kop *op);
 remat_status ref_batch_norm_forward(const struct kop *op);
 remat_status ref_batch_norm_backward(const struct kop *op);
 
-/* act.c: relu, dropout. */
+/* act.c: relu, clip, dropout. */
 remat_status ref_relu_forward(const struct kop *op);
 remat_status ref_relu_backward(const struct kop *op);
+remat_status ref_clip_forward(const struct kop *op);
+remat_status ref_clip_backward(const struct kop *op);
 remat_status ref_dropout_forward(const struct kop *op);
 remat_status ref_dropout_backward(const struct kop *op);
 

@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""Exports a torchvision model to ONNX in training mode and computes PyTorch's reference
+loss and parameter gradients for one batch, for tests/test_onnx.c.
+
+usage: /usr/bin/python3 tools/onnx_reference.py MODEL SIZE BATCH OUT_DIR [--seed S]
+
+MODEL is a torchvision classification model (resnet18, resnet50, densenet121,
+googlenet, vgg11, mobilenet_v2, ...) made with 10 classes (GoogLeNet without its
+auxiliary classifiers); SIZE the square input size; BATCH the batch. OUT_DIR receives:
+
+  model.onnx   torch.onnx.export in training mode, opset 15, no constant folding; the
+               model's dropout probabilities are set to 0 first, since remat and PyTorch
+               draw different dropout masks (an exported Dropout of ratio 0 is the
+               identity);
+  data.bin     one batch in remat's REMATDAT format (docs/formats.md): uniform [-1, 1)
+               float32 images and labels in [0, 10);
+  grads.prm    REMATPRM records: "loss" (1 value), then the gradient of every parameter
+               under remat's name (batch norm's weight and bias are <op>.gamma and
+               <op>.beta), computed in float64 from the same float32 weights and data
+               (softmax cross-entropy, mean over the batch, batch norm in training mode),
+               rounded to float32 once.
+  grads32.prm  the same computed by PyTorch in float32: how far float32 arithmetic
+               itself lands from float64 on this model (the test's yardstick);
+  init.prm     the starting parameters under the same names (to check that remat reads
+               the ONNX initializers exactly).
+
+With --resnet50-224 the script only writes OUT_DIR/model.onnx: ResNet-50 at 224x224,
+1000 classes, batch BATCH (the `remat compare` check against the zoo).
+"""
+import os
+import struct
+import sys
+
+import torch
+import torchvision
+
+torch.set_num_threads(2)
+torch.use_deterministic_algorithms(True)
+
+
+def write_prm(path, named):
+    out = [b"REMATPRM", struct.pack("<I", len(named))]
+    for name, t in named:
+        t = t.detach().to(torch.float32).contiguous()
+        if t.dim() == 0:
+            t = t.reshape(1)
+        nb = name.encode()
+        out.append(struct.pack("<I", len(nb)) + nb + struct.pack("<I", t.dim()))
+        out.append(struct.pack("<%dq" % t.dim(), *t.shape))
+        out.append(t.numpy().astype("<f4").tobytes())
+    with open(path, "wb") as f:
+        f.write(b"".join(out))
+
+
+def write_data(path, x, y):
+    n, c, h, w = x.shape
+    with open(path, "wb") as f:
+        f.write(b"REMATDAT" + struct.pack("<4q", n, c, h, w))
+        f.write(x.to(torch.float32).contiguous().numpy().astype("<f4").tobytes())
+        f.write(y.to(torch.int32).numpy().astype("<i4").tobytes())
+
+
+def remat_names(model):
+    """(remat name, parameter) for every parameter."""
+    kinds = {name: type(m) for name, m in model.named_modules()}
+    out = []
+    for name, p in model.named_parameters():
+        mod, _, leaf = name.rpartition(".")
+        if issubclass(kinds[mod], torch.nn.modules.batchnorm._BatchNorm):
+            leaf = {"weight": "gamma", "bias": "beta"}[leaf]
+        out.append((mod + "." + leaf, p))
+    return out
+
+
+def make(name, classes):
+    kw = {"num_classes": classes}
+    if name == "googlenet":
+        kw.update(aux_logits=False, init_weights=True)
+    return getattr(torchvision.models, name)(**kw)
+
+
+def export(model, x, path):
+    model.train()
+    torch.onnx.export(model, x, path, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, opset_version=15,
+                      input_names=["input"], output_names=["logits"])
+
+
+def main():
+    args, seed, argv = [], 1, sys.argv[1:]
+    while argv:
+        a = argv.pop(0)
+        if a == "--seed" and argv:
+            seed = int(argv.pop(0))
+        elif not a.startswith("--"):
+            args.append(a)
+    if len(args) != 4:
+        sys.exit(__doc__)
+    name, size, batch, out = args[0], int(args[1]), int(args[2]), args[3]
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(seed)
+    if "--resnet50-224" in sys.argv:
+        model = make("resnet50", 1000)
+        export(model, torch.zeros(batch, 3, 224, 224), os.path.join(out, "model.onnx"))
+        return
+    model = make(name, 10)
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    x = torch.rand(batch, 3, size, size) * 2 - 1
+    y = torch.randint(0, 10, (batch,))
+    named = remat_names(model)
+    write_prm(os.path.join(out, "init.prm"), named)
+    write_data(os.path.join(out, "data.bin"), x, y)
+    # The export runs the model once in training mode, which moves the batch-norm running
+    # statistics; the reference starts from the same weights, so it is computed on a copy
+    # taken before.
+    ref = make(name, 10)
+    ref.load_state_dict(model.state_dict())
+    for m in ref.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    export(model, x, os.path.join(out, "model.onnx"))
+    ref32 = make(name, 10)
+    ref32.load_state_dict(ref.state_dict())
+    for m in ref32.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    for net, dtype, fname in ((ref, torch.float64, "grads.prm"),
+                              (ref32, torch.float32, "grads32.prm")):
+        net = net.to(dtype).train()
+        loss = torch.nn.functional.cross_entropy(net(x.to(dtype)), y)
+        loss.backward()
+        grads = [("loss", loss.detach())]
+        grads += [(n, p.grad) for n, p in remat_names(net)]
+        write_prm(os.path.join(out, fname), grads)
+
+
+if __name__ == "__main__":
+    main()
