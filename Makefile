@@ -4,6 +4,7 @@
 #   make san        the suite under AddressSanitizer and UBSan
 #   make bench      the benchmarks (bench/), tables into docs/benchmarks.md
 #   make run        set up and run the main job (the planner comparison table)
+#   make fuzz       the ONNX reader's libFuzzer target for FUZZ_SECONDS (default 60)
 #   make install    PREFIX=/usr/local: library, header, remat, pkg-config file
 #   WERROR=1        warnings are errors (CI)
 
@@ -86,7 +87,7 @@ $(BUILD)/remat: $(CLI_OBJ) $(BUILD)/libremat.a
 
 $(BUILD)/tests/%: tests/%.c tests/harness.h $(BUILD)/libremat.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libremat.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -I$(GEN) -o $@ $< $(BUILD)/libremat.a $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libremat.a
 	@mkdir -p $(@D)
@@ -103,6 +104,30 @@ $(BUILD)/example: $(BUILD)/example.c $(BUILD)/libremat.a
 
 setup:
 	@tools/setup.sh
+
+# The ONNX reader's libFuzzer target (clang): the reader and what it links (core, graph,
+# models), instrumented, in build/fuzz. `make fuzz FUZZ_SECONDS=N` runs it from the seeds
+# (tests/data/tiny.onnx and ONNX's own node models); a finding fails the target.
+FUZZ_SRC := $(sort $(wildcard src/core/*.c src/graph/*.c src/models/*.c)) src/io/onnx.c
+FUZZ_OBJ := $(FUZZ_SRC:%.c=build/fuzz/%.o) build/fuzz/gen/onnx.pb-c.o
+FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Ibuild/gen \
+               -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+FUZZ_SECONDS ?= 60
+
+build/fuzz/%.o: %.c | build/gen/onnx.pb-c.h
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -c $< -o $@
+
+build/fuzz/gen/onnx.pb-c.o: build/gen/onnx.pb-c.c
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -w -c $< -o $@
+
+build/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(FUZZ_OBJ)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lprotobuf-c -lm
+
+fuzz: setup
+	@$(MAKE) --no-print-directory build/fuzz/fuzz_onnx
+	@tools/run_fuzz.sh build/fuzz/fuzz_onnx $(FUZZ_SECONDS)
 
 # The suite: every test program, then the CLI tests; one summary line at the end.
 check: all $(TEST_BIN) $(BUILD)/example
@@ -137,7 +162,7 @@ install: all
 clean:
 	rm -rf build
 
-.PHONY: all setup check test san bench run install clean fixtures
+.PHONY: all setup check test san bench run install clean fixtures fuzz
 .SECONDARY:
 
 -include $(shell find build -name '*.d' 2>/dev/null)
@@ -145,3 +170,4 @@ clean:
 # Regenerates tests/data, the PyTorch reference data of tests/test_fixtures_ops.c and tests/test_fixtures_models.c (needs torch).
 fixtures:
 	/usr/bin/python3 tools/make_fixtures.py
+	/usr/bin/python3 tools/make_onnx_seed.py

@@ -24,6 +24,7 @@
 #include "core/core.h"
 #include "graph/graph.h"
 #include "models/zoo.h"
+#include "io/onnx.h"
 #include "onnx.pb-c.h"
 
 #include <errno.h>
@@ -36,18 +37,6 @@
 #define OPSET_MAX 17
 
 /* ------------------------------------------------------------------ weights */
-
-struct wrec {
-    char *name;
-    float *data;
-    int64_t n;
-};
-
-struct remat_onnx_weights {
-    remat_allocator al;
-    struct wrec *w;
-    size_t n, cap;
-};
 
 static const remat_allocator *w_al(const remat_onnx_weights *w)
 {
@@ -64,25 +53,6 @@ void remat_onnx_weights_free(remat_onnx_weights *w)
     }
     core_free(w_al(w), w->w, sizeof *w->w * w->cap);
     core_free(w_al(w), w, sizeof *w);
-}
-
-remat_status remat_onnx_weights_apply(const remat_onnx_weights *w, remat_trainer *t)
-{
-    if (!w || !t)
-        return REMAT_FAIL(REMAT_ERR_ARG, "no weights or no trainer");
-    for (size_t i = 0; i < w->n; i++) {
-        float *dst;
-        int64_t n;
-        remat_status st = remat_trainer_param(t, w->w[i].name, &dst, NULL, &n);
-
-        if (st)
-            return st;
-        if (n != w->w[i].n)
-            return REMAT_FAIL(REMAT_ERR_ARG, "'%s': the file gives %lld values, the trainer "
-                              "holds %lld", w->w[i].name, (long long)w->w[i].n, (long long)n);
-        memcpy(dst, w->w[i].data, sizeof(float) * (size_t)n);
-    }
-    return REMAT_OK;
 }
 
 /* ------------------------------------------------------------------ reader state */
@@ -1020,7 +990,8 @@ static remat_status read_input(struct rd *r, const Onnx__GraphProto *gp)
     }
     if (!in || !in->name)
         return REMAT_FAIL(REMAT_ERR_PARSE, "%s: the graph has no input", r->label);
-    if (!in->type || !in->type->tensor_type || !in->type->tensor_type->shape ||
+    if (!in->type || in->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+        !in->type->tensor_type || !in->type->tensor_type->shape ||
         in->type->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
         return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: input '%s' is not a float tensor of "
                           "known rank", r->label, in->name);
