@@ -433,6 +433,8 @@ void remat_data_batch(const remat_data *d, int64_t first, int64_t n, float *x, i
 typedef struct remat_onnx_opts {
     int64_t batch;     /* > 0: replaces the input's first dimension; 0: the file's (a
                           symbolic one reads as 1) */
+    bool no_loss;      /* the graph as it is, no loss added (conformance checks); it
+                          cannot be trained */
 } remat_onnx_opts;
 
 /* The starting values an ONNX file gives, by parameter name. */

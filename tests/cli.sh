@@ -113,6 +113,19 @@ else
     skip "dump resnet50" "$graphs is absent"
 fi
 
+# ONNX: plan and train tests/data/tiny.onnx (459 parameters), clear errors on bad files
+if $REMAT plan tests/data/tiny.onnx --json >"$tmp/o.json" &&
+   [ "$(json_get "$tmp/o.json" "j['params']")" = 459 ]; then ok "plan onnx"
+else fail "plan onnx" "$(head -c 300 "$tmp/o.json")"; fi
+if $REMAT train tests/data/tiny.onnx --strategy approx-mc --budget min --steps 2 --backend cpu --json >"$tmp/ot.json" 2>/dev/null &&
+   [ "$(json_get "$tmp/ot.json" "j['planned_peak_bytes'] == j['measured_peak_bytes'] and len(j['loss']) == 2")" = True ]; then ok "train onnx"
+else fail "train onnx" "$(head -c 300 "$tmp/ot.json")"; fi
+head -c 1000 tests/data/tiny.onnx >"$tmp/cut.onnx"
+expect_error "truncated onnx" "cut.onnx" $REMAT plan "$tmp/cut.onnx"
+expect_error "onnx input size" "does not apply to an ONNX file" $REMAT plan tests/data/tiny.onnx --input-size 8x8
+expect_error "unknown loss" "unknown loss 'hinge'" $REMAT train tests/data/tiny.onnx --loss hinge
+expect_error "missing onnx" "no such file" $REMAT plan /nonexistent/model.onnx
+
 # remat train: planned equals measured, the same parameters under every plan, real data
 if $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 2 --json >"$tmp/t0.json" 2>/dev/null &&
    $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 2 --strategy approx-mc --budget min --json >"$tmp/t1.json" 2>/dev/null; then

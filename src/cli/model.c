@@ -42,6 +42,12 @@ int cli_model_option(struct cli_model *m, int argc, char **argv, int *i)
             return cli_error("--cost is flops (the default for models) or kusumoto (10 per "
                              "convolution, 1 otherwise; the default for graph dumps)",
                              "unknown cost model '%s'", v), -1;
+    } else if (!strcmp(a, "--loss")) {
+        if (!(v = cli_value(argc, argv, i)))
+            return -1;
+        if (strcmp(v, "softmax-ce"))
+            return cli_error("the loss is softmax-ce: softmax cross-entropy of the logits "
+                             "against labels", "unknown loss '%s'", v), -1;
     } else {
         return 0;
     }

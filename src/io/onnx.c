@@ -78,6 +78,7 @@ struct rd {
     const Onnx__NodeProto *node; /* the node being read, for messages */
     size_t node_i;
     int64_t batch_file, batch;   /* the input's first dimension in the file, and wanted */
+    bool no_loss;
     char **names;                /* op names given so far (unique) */
     size_t n_names, cap_names;
 };
@@ -245,6 +246,22 @@ static remat_status tensor_ints(const struct rd *r, const Onnx__TensorProto *t, 
                              "whose data matches its dims", t->name ? t->name : "");
     }
     *n_out = (int)n;
+    return REMAT_OK;
+}
+
+/* A boolean scalar constant (Dropout's training_mode). */
+static remat_status tensor_bool(const struct rd *r, const Onnx__TensorProto *t, bool *v)
+{
+    if (tensor_numel(t) != 1)
+        return node_fail(r, REMAT_ERR_PARSE, "'%s' should be a scalar", t->name ? t->name : "");
+    if (t->has_raw_data && t->raw_data.len >= 1)
+        *v = t->raw_data.data[0] != 0;
+    else if (t->n_int32_data == 1)
+        *v = t->int32_data[0] != 0;
+    else if (t->n_int64_data == 1)
+        *v = t->int64_data[0] != 0;
+    else
+        return node_fail(r, REMAT_ERR_PARSE, "'%s' has no value", t->name ? t->name : "");
     return REMAT_OK;
 }
 
@@ -575,6 +592,10 @@ static remat_status op_conv(struct rd *r, bool transposed)
         return node_fail(r, REMAT_ERR_PARSE, "group %lld", (long long)g);
     if ((st = window(r, x, w->dims[2], w->dims[3], &at)))
         return st;
+    if (transposed && !attr_str_is(r, "auto_pad", "NOTSET", "NOTSET") &&
+        !attr_str_is(r, "auto_pad", "VALID", "NOTSET"))
+        return node_fail(r, REMAT_ERR_UNSUPPORTED, "auto_pad SAME on a transposed convolution; "
+                         "give pads");
     at.groups = (int32_t)g;
     at.out_channels = transposed ? w->dims[1] * g : w->dims[0];
     at.bias = b != NULL;
@@ -605,6 +626,13 @@ static remat_status op_batch_norm(struct rd *r)
 
     if ((st = in_act(r, 0, &x)))
         return st;
+    /* remat trains with batch statistics: an inference-mode batch norm (training_mode 0
+     * from opset 14, no running-statistics outputs before) would compute something else */
+    if (r->opset >= 14 ? attr_i(r, "training_mode", 0) == 0
+                       : r->node->n_output < 3 || !r->node->output[1] || !*r->node->output[1])
+        return node_fail(r, REMAT_ERR_UNSUPPORTED, "an inference-mode BatchNormalization; "
+                         "export in training mode (torch.onnx.export(..., training="
+                         "torch.onnx.TrainingMode.TRAINING))");
     for (int i = 0; i < 4; i++)
         if ((st = in_tensor(r, (size_t)i + 1, false, &t[i])))
             return st;
@@ -799,19 +827,23 @@ static remat_status op_dropout(struct rd *r)
     const Onnx__TensorProto *t;
     remat_attrs at = {0};
     float p = attr_f(r, "ratio", 0.5f);
+    /* opset 11: training when the mask is asked for (as PyTorch exports it) */
+    bool training = r->node->n_output > 1 && r->node->output[1] && *r->node->output[1];
     remat_status st;
 
-    if (r->opset >= 12) {
+    if (r->opset >= 12) { /* ratio and training_mode are inputs, training off by default */
         p = 0.5f;
-        if ((st = in_tensor(r, 1, true, &t)) || (t && (st = tensor_scalar(r, t, &p))))
+        training = false;
+        if ((st = in_tensor(r, 1, true, &t)) || (t && (st = tensor_scalar(r, t, &p))) ||
+            (st = in_tensor(r, 2, true, &t)) || (t && (st = tensor_bool(r, t, &training))))
             return st;
     }
     if ((st = dead_outputs(r, 1, "dropout's mask")))
         return st;
     if (p < 0 || p >= 1)
         return node_fail(r, REMAT_ERR_PARSE, "ratio %g is not in [0, 1)", (double)p);
-    if (p == 0)
-        return alias(r);
+    if (p == 0 || !training)
+        return alias(r); /* inference mode: the identity */
     at.p = p;
     return op_unary(r, REMAT_OP_DROPOUT, &at);
 }
@@ -903,9 +935,18 @@ static remat_status op_resize(struct rd *r)
         at.out_h = (int64_t)((double)xs[2] * s[2]);
         at.out_w = (int64_t)((double)xs[3] * s[3]);
         core_free(r->a, s, sizeof(float) * 4);
+        /* ONNX maps coordinates with 1 / scale, remat (as PyTorch with sizes) with the
+         * ratio of the sizes: the same only when the scale gives a whole size */
+        if ((double)at.out_h != (double)xs[2] * s[2] || (double)at.out_w != (double)xs[3] * s[3])
+            return node_fail(r, REMAT_ERR_UNSUPPORTED, "scales that do not give a whole output "
+                             "size; give sizes");
     } else {
         return node_fail(r, REMAT_ERR_PARSE, "neither sizes nor 4 scales");
     }
+    if (at.out_h < xs[2] || at.out_w < xs[3])
+        return node_fail(r, REMAT_ERR_UNSUPPORTED, "downsampling (%lldx%lld to %lldx%lld); "
+                         "remat's bilinear resize upsamples", (long long)xs[2], (long long)xs[3],
+                         (long long)at.out_h, (long long)at.out_w);
     return emit(r, REMAT_OP_UPSAMPLE_BILINEAR, &x, 1, &at, NULL);
 }
 
@@ -996,8 +1037,8 @@ static remat_status read_input(struct rd *r, const Onnx__GraphProto *gp)
         return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: input '%s' is not a float tensor of "
                           "known rank", r->label, in->name);
     nd = (int)in->type->tensor_type->shape->n_dim;
-    if (nd != 2 && nd != 4)
-        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: input '%s' has %d dimensions (2 or 4 "
+    if (nd < 1 || nd > 4)
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: input '%s' has %d dimensions (1 to 4 "
                           "expected)", r->label, in->name, nd);
     for (int i = 0; i < nd; i++) {
         const Onnx__TensorShapeProto__Dimension *d = in->type->tensor_type->shape->dim[i];
@@ -1065,13 +1106,16 @@ static remat_status read_model(struct rd *r, const Onnx__ModelProto *m)
     if (!out || out->kind != E_ACT)
         return REMAT_FAIL(REMAT_ERR_PARSE, "%s: the output '%s' is not computed by the graph",
                           r->label, gp->output[0]->name);
-    {
+    if (!r->no_loss) {
         int64_t s[4];
 
         if (shape_of(r, out->value, s) != 2)
             return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: the output '%s' is not 2-d (batch, "
                               "classes) logits", r->label, gp->output[0]->name);
     }
+    r->w->output = out->value;
+    if (r->no_loss)
+        return REMAT_OK;
     if ((st = zoo_class_loss(r->g, out->value)))
         return REMAT_FAIL(st, "%s: adding the loss: %s", r->label, remat_errmsg());
     return REMAT_OK;
@@ -1095,6 +1139,7 @@ remat_status remat_onnx_read_buffer(const void *data, size_t n, const char *labe
         return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: %zu bytes; ONNX files stop at 2 GiB",
                           r.label, n);
     r.batch = o && o->batch > 0 ? o->batch : 0;
+    r.no_loss = o && o->no_loss;
     m = onnx__model_proto__unpack(NULL, n, data);
     if (!m)
         return REMAT_FAIL(REMAT_ERR_PARSE, "%s: not an ONNX model (the protobuf does not "

@@ -18,6 +18,7 @@ struct remat_onnx_weights {
     remat_allocator al;
     struct wrec *w;
     size_t n, cap;
+    int32_t output;    /* the value of the graph's output (the logits) */
 };
 
 #endif
