@@ -70,5 +70,6 @@ int cmd_zoo(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_depth(int argc, char **argv);
 
 #endif

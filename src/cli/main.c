@@ -14,6 +14,7 @@ static const struct {
     {"plan", cmd_plan, "plan a training step and simulate its memory"},
     {"compare", cmd_compare, "run every planning strategy on a model, in one table"},
     {"train", cmd_train, "train a model inside its planned memory"},
+    {"depth", cmd_depth, "the deepest ResNet each strategy fits in a budget"},
 };
 
 static void usage(FILE *f)

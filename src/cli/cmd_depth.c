@@ -1,0 +1,369 @@
+/*
+ * cmd_depth.c - `remat depth --budget B --batch N`: the deepest ResNet whose plan fits
+ * the budget, for each strategy.
+ *
+ * The family is the zoo's very deep ImageNet ResNets: bottleneck blocks (3, 8, k, 3), the
+ * third stage grown (depth 3 (14 + k) + 2 = 3k + 44, k >= 1: ResNet-47 upwards; k = 319
+ * is ResNet-1001). For each strategy the largest k whose plan fits the total budget
+ * (resident bytes and, when verifying on the cpu backend, its workspace included) is
+ * found by doubling and then bisection, each probe planned and simulated. The depth
+ * found is then confirmed by one real training step (--no-verify skips it): the
+ * trainer's measured peak must equal the plan's, and resident plus measured bytes must
+ * fit the budget.
+ */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_K 19000 /* the zoo's limit on bottleneck blocks, less stages 1, 2 and 4 */
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "usage: remat depth --budget B [options]\n\n"
+            "The deepest ResNet (bottleneck blocks (3, 8, k, 3): depth 3k + 44, ResNet-47\n"
+            "upwards, as the zoo's resnet1001) whose plan fits the budget, for each\n"
+            "strategy, found by bisection on the simulator; each depth is then confirmed\n"
+            "by one real training step.\n\n"
+            "  --budget B          total memory (bytes with a unit: 4GiB); required\n"
+            "  --batch N           batch size (default 16)\n"
+            "  --input-size HxW    input size (default 224x224)\n"
+            "  --strategy S[,S..]  strategies (default: none, approx-tc, approx-mc,\n"
+            "                      chen-sqrtn, chen-greedy, superneurons)\n"
+            "  --no-verify         skip the training step\n"
+            "  --backend ref|cpu   the verifying step's backend (default cpu; its\n"
+            "                      workspace counts in the budget)\n"
+            "  --threads T         the cpu backend's threads (default: all)\n"
+            "  --json              an array of {strategy, depth, activation_peak_bytes,\n"
+            "                      verified, ...}\n");
+}
+
+static double now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+struct setup {
+    int64_t batch, h, w;
+    size_t budget, workspace;
+    remat_train_opts to;
+    bool verify;
+};
+
+struct probe {
+    bool fits;
+    size_t activation, resident;
+};
+
+static int64_t depth_of(int64_t k)
+{
+    return k > 0 ? 3 * k + 44 : 0;
+}
+
+/* The graph of ResNet (3, 8, k, 3); NULL with the error printed. */
+static remat_graph *build(const struct setup *su, int64_t k)
+{
+    remat_zoo_opts zo = {.batch = su->batch, .height = su->h, .width = su->w};
+    char name[64];
+    remat_graph *g = NULL;
+
+    snprintf(name, sizeof name, "resnet-3-8-%lld-3", (long long)k);
+    if (remat_zoo_build(name, &zo, NULL, &g)) {
+        cli_error(NULL, "%s: %s", name, remat_errmsg());
+        return NULL;
+    }
+    return g;
+}
+
+/* Plans depth k with strategy s at the budget: fits or not (false on another error,
+ * *err set). */
+static struct probe try_depth(const struct setup *su, remat_strategy s, int64_t k, bool *err)
+{
+    struct probe p = {0};
+    remat_graph *g = build(su, k);
+    remat_tgraph *tg = NULL;
+    remat_schedule *sc = NULL;
+    remat_plan_opts po = {.strategy = s, .budget_bytes = su->budget,
+                          .workspace_bytes = su->workspace, .time_limit = 20};
+    remat_sim_result r;
+    remat_status st;
+
+    if (!g || remat_tgraph_from_graph(g, NULL, &tg)) {
+        if (g)
+            cli_error(NULL, "%s", remat_errmsg());
+        *err = true;
+        remat_graph_free(g);
+        return p;
+    }
+    p.resident = remat_tgraph_resident_bytes(tg);
+    st = remat_plan(tg, &po, &sc, NULL);
+    if (st == REMAT_OK && !remat_sim_run(tg, sc, &r)) {
+        p.fits = true;
+        p.activation = r.activation_peak_bytes;
+    } else if (st != REMAT_ERR_INFEASIBLE) {
+        cli_error(NULL, "%s at depth %lld: %s", remat_strategy_name(s),
+                  (long long)depth_of(k), remat_errmsg());
+        *err = true;
+    }
+    remat_schedule_free(sc);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+    return p;
+}
+
+/* One training step at depth k: the trainer's peak must be the plan's, and resident plus
+ * measured bytes within the budget. */
+static bool verify(const struct setup *su, remat_strategy s, int64_t k, double *secs)
+{
+    remat_graph *g = build(su, k);
+    remat_tgraph *tg = NULL;
+    remat_schedule *sc = NULL;
+    remat_trainer *t = NULL;
+    remat_plan_opts po = {.strategy = s, .budget_bytes = su->budget,
+                          .workspace_bytes = su->workspace, .time_limit = 20};
+    remat_train_stats ts;
+    double loss, t0;
+    bool ok = false, lib_failed = true;
+
+    if (g && !remat_tgraph_from_graph(g, NULL, &tg) && !remat_plan(tg, &po, &sc, NULL) &&
+        !remat_trainer_new(g, tg, sc, &su->to, &t)) {
+        t0 = now();
+        if (!remat_trainer_step(t, NULL, NULL, &loss)) {
+            lib_failed = false;
+            *secs = now() - t0;
+            remat_trainer_stats(t, &ts);
+            ok = ts.measured_peak_bytes == ts.planned_peak_bytes &&
+                 ts.resident_bytes + ts.measured_peak_bytes <= su->budget;
+            if (!ok)
+                cli_error(NULL, "%s at depth %lld: measured %zu bytes, planned %zu, resident "
+                          "%zu, budget %zu", remat_strategy_name(s), (long long)depth_of(k),
+                          ts.measured_peak_bytes, ts.planned_peak_bytes, ts.resident_bytes,
+                          su->budget);
+        }
+    }
+    if (lib_failed && g)
+        fprintf(stderr, "remat: depth %lld, %s: %s\n", (long long)depth_of(k),
+                remat_strategy_name(s), remat_errmsg());
+    remat_trainer_free(t);
+    remat_schedule_free(sc);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+    return ok;
+}
+
+struct result {
+    remat_strategy s;
+    int64_t k;
+    struct probe p;
+    bool verified;
+    double search_s, step_s;
+};
+
+/* The largest k that fits: doubling, then bisection. */
+static int search(const struct setup *su, remat_strategy s, struct result *res)
+{
+    int64_t lo = 0, hi, k = 1;
+    struct probe best = {0}, p;
+    bool err = false;
+    double t0 = now();
+
+    for (;;) {
+        p = try_depth(su, s, k, &err);
+        if (err)
+            return 1;
+        fprintf(stderr, "  %-13s depth %5lld: %s\n", remat_strategy_name(s),
+                (long long)depth_of(k), p.fits ? "fits" : "does not fit");
+        if (!p.fits)
+            break;
+        lo = k;
+        best = p;
+        if (k >= MAX_K)
+            break;
+        k = k * 2 > MAX_K ? MAX_K : k * 2;
+    }
+    hi = p.fits ? lo + 1 : k;
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+
+        p = try_depth(su, s, mid, &err);
+        if (err)
+            return 1;
+        fprintf(stderr, "  %-13s depth %5lld: %s\n", remat_strategy_name(s),
+                (long long)depth_of(mid), p.fits ? "fits" : "does not fit");
+        if (p.fits) {
+            lo = mid;
+            best = p;
+        } else {
+            hi = mid;
+        }
+    }
+    res->s = s;
+    res->k = lo;
+    res->p = best;
+    res->search_s = now() - t0;
+    res->verified = false;
+    if (su->verify && lo > 0)
+        res->verified = verify(su, s, lo, &res->step_s);
+    return 0;
+}
+
+static void print(const struct result *r, int n, const struct setup *su, bool as_json)
+{
+    int64_t base = 0;
+    char a[32], b[32];
+
+    for (int i = 0; i < n; i++)
+        if (r[i].s == REMAT_STRATEGY_NONE)
+            base = depth_of(r[i].k);
+    if (as_json) {
+        struct json j;
+
+        json_begin(&j, stdout, '[');
+        for (int i = 0; i < n; i++) {
+            json_begin(&j, NULL, '{');
+            json_str(&j, "strategy", remat_strategy_name(r[i].s));
+            json_i64(&j, "depth", depth_of(r[i].k));
+            json_i64(&j, "blocks", r[i].k ? r[i].k + 14 : 0);
+            json_u64(&j, "activation_peak_bytes", r[i].p.activation);
+            json_u64(&j, "resident_bytes", r[i].p.resident);
+            json_u64(&j, "workspace_bytes", su->workspace);
+            json_bool(&j, "verified", r[i].verified);
+            if (base > 0)
+                json_f64(&j, "depth_vs_none", (double)depth_of(r[i].k) / (double)base);
+            json_f64(&j, "search_seconds", r[i].search_s);
+            if (r[i].verified)
+                json_f64(&j, "step_seconds", r[i].step_s);
+            json_end(&j, '}');
+        }
+        json_end(&j, ']');
+        return;
+    }
+    printf("budget %s bytes, batch %lld, %lldx%lld, workspace %s; ResNet (3, 8, k, 3)\n",
+           cli_commas(su->budget, a, sizeof a), (long long)su->batch, (long long)su->h,
+           (long long)su->w, cli_human((double)su->workspace, b, sizeof b));
+    printf("%-13s %7s %9s %14s %14s %9s %9s\n", "strategy", "depth", "vs none",
+           "activations", "resident", "verified", "step s");
+    for (int i = 0; i < n; i++) {
+        char c[32], d[32];
+
+        printf("%-13s %7lld %9s %14s %14s %9s %9s\n", remat_strategy_name(r[i].s),
+               (long long)depth_of(r[i].k),
+               base > 0 ? (snprintf(a, sizeof a, "%.2fx", (double)depth_of(r[i].k) /
+                                                             (double)base), a) : "-",
+               cli_human((double)r[i].p.activation, c, sizeof c),
+               cli_human((double)r[i].p.resident, d, sizeof d),
+               !su->verify ? "skipped" : r[i].verified ? "yes" : "NO",
+               r[i].verified ? (snprintf(b, sizeof b, "%.1f", r[i].step_s), b) : "-");
+    }
+}
+
+int cmd_depth(int argc, char **argv)
+{
+    static const remat_strategy dflt[] = {
+        REMAT_STRATEGY_NONE,       REMAT_STRATEGY_APPROX_TC,   REMAT_STRATEGY_APPROX_MC,
+        REMAT_STRATEGY_CHEN_SQRTN, REMAT_STRATEGY_CHEN_GREEDY, REMAT_STRATEGY_SUPERNEURONS,
+    };
+    struct setup su = {.batch = 16, .h = 224, .w = 224, .verify = true};
+    remat_strategy strat[REMAT_STRATEGY_COUNT];
+    struct result res[REMAT_STRATEGY_COUNT];
+    int n = 0, rc = 0;
+    bool as_json = false, all_verified = true;
+    remat_plan_opts po = {0};
+    int64_t x;
+
+    su.to = remat_train_opts_default();
+    su.to.backend = REMAT_BACKEND_CPU;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--budget")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
+                return 1;
+            if (po.budget_min)
+                return cli_error(NULL, "depth: --budget needs bytes, not min");
+            su.budget = po.budget_bytes;
+        } else if (!strcmp(a, "--batch")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 1 << 16, &su.batch))
+                return 1;
+        } else if (!strcmp(a, "--input-size")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_hw(a, v, &su.h, &su.w))
+                return 1;
+        } else if (!strcmp(a, "--strategy")) {
+            const char *p;
+
+            if (!(v = cli_value(argc, argv, &i)))
+                return 1;
+            for (p = v; *p && n < REMAT_STRATEGY_COUNT;) {
+                char name[32];
+                size_t l = strcspn(p, ",");
+
+                snprintf(name, sizeof name, "%.*s", (int)(l < 31 ? l : 31), p);
+                strat[n] = remat_strategy_from_name(name);
+                if (strat[n] == REMAT_STRATEGY_COUNT)
+                    return cli_error("`remat plan --help` lists the strategies",
+                                     "depth: unknown strategy '%s'", name);
+                n++;
+                p += l + (p[l] == ',');
+            }
+        } else if (!strcmp(a, "--no-verify")) {
+            su.verify = false;
+        } else if (!strcmp(a, "--backend")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_backend(a, v, &su.to.backend))
+                return 1;
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 4096, &x))
+                return 1;
+            su.to.threads = (int)x;
+        } else if (!strcmp(a, "--json")) {
+            as_json = true;
+        } else {
+            help(stderr);
+            return cli_error(NULL, "depth: unknown option '%s'", a);
+        }
+    }
+    if (!su.budget) {
+        help(stderr);
+        return cli_error(NULL, "depth: --budget is required");
+    }
+    if (!n) {
+        n = (int)(sizeof dflt / sizeof dflt[0]);
+        memcpy(strat, dflt, sizeof dflt);
+    }
+    if (su.verify) {
+        /* the workspace: every depth has the same layer shapes as the shallowest */
+        remat_graph *g = build(&su, 1);
+        remat_tgraph *tg = NULL;
+
+        if (!g || remat_tgraph_from_graph(g, NULL, &tg) ||
+            remat_train_workspace(g, tg, &su.to, &su.workspace)) {
+            if (g)
+                cli_error(NULL, "depth: %s", remat_errmsg());
+            remat_tgraph_free(tg);
+            remat_graph_free(g);
+            return 1;
+        }
+        remat_tgraph_free(tg);
+        remat_graph_free(g);
+    }
+    for (int i = 0; i < n; i++) {
+        if (search(&su, strat[i], &res[i]))
+            return 1;
+        fprintf(stderr, "%s: depth %lld%s\n", remat_strategy_name(strat[i]),
+                (long long)depth_of(res[i].k),
+                !su.verify || !res[i].k ? "" : res[i].verified ? ", verified by a step"
+                                                               : ", NOT verified");
+        all_verified = all_verified && (!su.verify || !res[i].k || res[i].verified);
+    }
+    print(res, n, &su, as_json);
+    if (!all_verified)
+        rc = cli_error(NULL, "depth: a training step did not confirm a plan (see above)");
+    return rc;
+}
