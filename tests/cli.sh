@@ -31,7 +31,7 @@ expect_error() {
 json_get() { "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # --help everywhere
-for c in "" zoo plan compare train; do
+for c in "" zoo plan compare train depth; do
     if $REMAT $c --help >"$tmp/out" 2>&1 && grep -q "usage: remat" "$tmp/out"; then ok "help $c"
     else fail "help $c" "$(head -3 "$tmp/out")"; fi
 done
@@ -125,6 +125,22 @@ expect_error "truncated onnx" "cut.onnx" $REMAT plan "$tmp/cut.onnx"
 expect_error "onnx input size" "does not apply to an ONNX file" $REMAT plan tests/data/tiny.onnx --input-size 8x8
 expect_error "unknown loss" "unknown loss 'hinge'" $REMAT train tests/data/tiny.onnx --loss hinge
 expect_error "missing onnx" "no such file" $REMAT plan /nonexistent/model.onnx
+
+# remat depth: the depth it finds fits (remat plan at that depth) and the next does not
+if $REMAT depth --budget 400MB --batch 2 --input-size 64x64 --strategy none,chen-greedy --threads 2 --json >"$tmp/dp.json" 2>/dev/null; then
+    r=$(json_get "$tmp/dp.json" "' '.join('%s:%d:%s' % (e['strategy'], e['depth'], e['verified']) for e in j)")
+    set -- $r
+    dn=$(echo "$1" | cut -d: -f2); dg=$(echo "$2" | cut -d: -f2)
+    k=$(( (dn - 44) / 3 ))
+    if [ "$(echo "$1" | cut -d: -f3)$(echo "$2" | cut -d: -f3)" = TrueTrue ] && [ "$dg" -ge "$dn" ] && [ "$dn" -ge 47 ] &&
+       $REMAT plan resnet-3-8-$k-3 --batch 2 --input-size 64x64 --budget 400MB --backend cpu --threads 2 >/dev/null 2>&1 &&
+       ! $REMAT plan resnet-3-8-$((k + 1))-3 --batch 2 --input-size 64x64 --budget 400MB --backend cpu --threads 2 >/dev/null 2>&1
+    then ok "depth"; else fail "depth" "$r"; fi
+else
+    fail "depth" "remat depth failed"
+fi
+expect_error "depth without budget" "--budget is required" $REMAT depth
+expect_error "depth min budget" "needs bytes" $REMAT depth --budget min
 
 # remat train: planned equals measured, the same parameters under every plan, real data
 if $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 2 --json >"$tmp/t0.json" 2>/dev/null &&

@@ -77,6 +77,7 @@ int cmd_train(int argc, char **argv)
     remat_trainer *t = NULL;
     remat_plan_info pi;
     remat_train_stats ts;
+    remat_sim_result sr;
     double *loss = NULL, *secs = NULL, *sorted = NULL;
     int64_t steps = 3, x;
     bool as_json = false;
@@ -210,6 +211,10 @@ int cmd_train(int argc, char **argv)
         goto out;
     }
     remat_trainer_stats(t, &ts);
+    if (remat_sim_run(m.tg, s, &sr)) {
+        cli_error(NULL, "%s", remat_errmsg());
+        goto out;
+    }
     memcpy(sorted, secs, sizeof *secs * (size_t)steps);
     qsort(sorted, (size_t)steps, sizeof *sorted, cmp_d);
     if (as_json) {
@@ -227,6 +232,11 @@ int cmd_train(int argc, char **argv)
         json_u64(&j, "workspace_bytes", ts.workspace_bytes);
         json_u64(&j, "activation_peak_bytes", ts.planned_peak_bytes - ts.workspace_bytes);
         json_u64(&j, "resident_bytes", ts.resident_bytes);
+        json_u64(&j, "lower_bound_bytes", sr.lower_bound_bytes);
+        json_f64(&j, "peak_to_lower_bound", sr.lower_bound_bytes
+                                                ? (double)(ts.planned_peak_bytes - ts.workspace_bytes) /
+                                                      (double)sr.lower_bound_bytes
+                                                : 0);
         json_key(&j, "loss");
         json_begin(&j, NULL, '[');
         for (int64_t i = 0; i < steps; i++)
@@ -257,6 +267,9 @@ int cmd_train(int argc, char **argv)
                act ? (double)ts.arena_bytes / (double)act : 0);
         printf("resident         %s bytes (%s)\n", cli_commas(ts.resident_bytes, a, sizeof a),
                cli_human((double)ts.resident_bytes, b, sizeof b));
+        printf("lower limit      %s bytes (the largest single step); the activation peak "
+               "is %.2fx\n", cli_commas(sr.lower_bound_bytes, a, sizeof a),
+               sr.lower_bound_bytes ? (double)act / (double)sr.lower_bound_bytes : 0);
         printf("median step      %.3f s\n", sorted[steps / 2]);
         printf("param checksum   %016llx\n", (unsigned long long)remat_trainer_param_checksum(t));
     }
