@@ -105,7 +105,12 @@ typedef struct remat_allocator {
     X(PAD, "pad")                                                                        \
     X(SOFTMAX_CE, "softmax_ce")                                                          \
     X(SUM_LOSSES, "sum_losses")                                                          \
-    X(CLIP, "clip")
+    X(CLIP, "clip")                                                                      \
+    X(LEAKY_RELU, "leaky_relu")                                                          \
+    X(SIGMOID, "sigmoid")                                                                \
+    X(MUL, "mul")                                                                        \
+    X(SOFTMAX, "softmax")                                                                \
+    X(TRANSPOSE, "transpose")
 
 typedef enum remat_op {
 #define REMAT_X_ENUM(e, s) REMAT_OP_##e,
@@ -140,6 +145,9 @@ typedef struct remat_attrs {
     bool bias, ceil_mode, count_include_pad, align_corners;
     float eps, momentum, p;
     float clip_min, clip_max;   /* clip: both 0 means [0, 6] (ReLU6) */
+    float alpha;                /* leaky_relu's negative slope; 0 means 0.01 */
+    int32_t perm[4];            /* transpose: output dim i is input dim perm[i]; all 0
+                                   means reversed (ONNX's default) */
     int64_t out_h, out_w;
     int32_t offset_h, offset_w; /* crop: -1 centred */
     int32_t pad_t, pad_b, pad_l, pad_r;
@@ -169,6 +177,7 @@ remat_status remat_graph_status(const remat_graph *g);
 
 int32_t remat_graph_n_ops(const remat_graph *g);
 int32_t remat_graph_n_values(const remat_graph *g);
+int32_t remat_graph_n_inputs(const remat_graph *g);   /* data inputs (labels apart) */
 int64_t remat_graph_n_params(const remat_graph *g);   /* trainable scalars */
 double remat_graph_forward_flops(const remat_graph *g); /* whole batch */
 /* Shape of a value: returns its ndim and fills shape[0..ndim). -1 on a bad id. */

@@ -746,6 +746,69 @@ static void test_grad_elem(void)
               TOL_LIN, FD_RANDOM);
     grad_case("upsample 4x4->8x8", REMAT_OP_UPSAMPLE_BILINEAR, 1, &x4,
               &(remat_attrs){.out_h = 8, .out_w = 8}, FILL_UNIFORM, TOL_LIN, FD_RANDOM);
+    {
+        struct shp mul[2] = {S4(2, 3, 2, 2), S4(2, 3, 2, 2)}, mulb[2] = {S4(2, 3, 2, 3),
+                                                                        S4(2, 3, 1, 1)};
+        struct shp sm2 = S2(3, 5), sm4 = S4(2, 4, 2, 3), t4 = S4(2, 3, 4, 5), t3 = S4(2, 3, 4, 1);
+
+        grad_case("mul", REMAT_OP_MUL, 2, mul, NULL, FILL_UNIFORM, TOL_SMOOTH, FD_RANDOM);
+        grad_case("mul by (N, C, 1, 1)", REMAT_OP_MUL, 2, mulb, NULL, FILL_UNIFORM, TOL_SMOOTH,
+                  FD_RANDOM);
+        grad_case("sigmoid", REMAT_OP_SIGMOID, 1, &t4, NULL, FILL_UNIFORM, TOL_SMOOTH,
+                  FD_RANDOM);
+        grad_case("softmax 2-d", REMAT_OP_SOFTMAX, 1, &sm2, NULL, FILL_UNIFORM, TOL_SMOOTH,
+                  FD_RANDOM);
+        grad_case("softmax 4-d (over channels)", REMAT_OP_SOFTMAX, 1, &sm4, NULL, FILL_UNIFORM,
+                  TOL_SMOOTH, FD_RANDOM);
+        grad_case("leaky_relu 0.2", REMAT_OP_LEAKY_RELU, 1, &t4,
+                  &(remat_attrs){.alpha = 0.2f}, FILL_AWAY, TOL_PW, FD_RANDOM);
+        grad_case("transpose (0, 2, 3, 1)", REMAT_OP_TRANSPOSE, 1, &t4,
+                  &(remat_attrs){.perm = {0, 2, 3, 1}}, FILL_UNIFORM, TOL_LIN, FD_RANDOM);
+        grad_case("transpose reversed (default)", REMAT_OP_TRANSPOSE, 1, &t3, NULL,
+                  FILL_UNIFORM, TOL_LIN, FD_RANDOM);
+    }
+}
+
+/* Hand-worked: transpose (1, 2, 3) -> perm (2, 0, 1), softmax of equal logits, mul by a
+ * per-channel factor, leaky relu and sigmoid at known points. */
+static void test_misc_hand(void)
+{
+    struct shp s3 = {3, {1, 2, 3, 0}}, s2 = S2(1, 3), m[2] = {S4(1, 2, 1, 2), S4(1, 2, 1, 1)};
+    struct shp s4 = S2(1, 3);
+    struct tk t;
+
+    tk_init(&t, REMAT_OP_TRANSPOSE, 1, &s3, &(remat_attrs){.perm = {2, 0, 1}});
+    set_vals(&t.in[0], (const float[]){0, 1, 2, 3, 4, 5}); /* x[0][i][j] = 3 i + j */
+    CHECK_OK(ref_forward(&t.op));
+    /* y[j][0][i] = x[0][i][j]: shape (3, 1, 2) */
+    check_close("transpose y", t.op.out.data, (const double[]){0, 3, 1, 4, 2, 5}, 6, 0);
+    tk_fini(&t);
+
+    tk_init(&t, REMAT_OP_SOFTMAX, 1, &s2, NULL);
+    set_vals(&t.in[0], (const float[]){7, 7, 7});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("softmax of equal logits", t.op.out.data,
+                (const double[]){1.0 / 3, 1.0 / 3, 1.0 / 3}, 3, 1e-7);
+    tk_fini(&t);
+
+    tk_init(&t, REMAT_OP_MUL, 2, m, NULL);
+    set_vals(&t.in[0], (const float[]){1, 2, 3, 4});
+    set_vals(&t.in[1], (const float[]){10, -1});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("mul by channel", t.op.out.data, (const double[]){10, 20, -3, -4}, 4, 0);
+    tk_fini(&t);
+
+    tk_init(&t, REMAT_OP_LEAKY_RELU, 1, &s4, NULL); /* default slope 0.01 */
+    set_vals(&t.in[0], (const float[]){-2, 0, 3});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("leaky_relu y", t.op.out.data, (const double[]){-0.02, 0, 3}, 3, 1e-7);
+    tk_fini(&t);
+
+    tk_init(&t, REMAT_OP_SIGMOID, 1, &s4, NULL);
+    set_vals(&t.in[0], (const float[]){0, 100, -100});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("sigmoid y", t.op.out.data, (const double[]){0.5, 1, 0}, 3, 1e-7);
+    tk_fini(&t);
 }
 
 static void test_grad_loss(void)
@@ -775,6 +838,7 @@ int main(void)
     RUN(test_bn_hand);
     RUN(test_relu_hand);
     RUN(test_clip_hand);
+    RUN(test_misc_hand);
     RUN(test_pool_hand);
     RUN(test_elem_hand);
     RUN(test_upsample_hand);

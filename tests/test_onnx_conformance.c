@@ -5,7 +5,8 @@
  *
  * Each case's model is one node whose inputs are all graph inputs; the first becomes
  * the data input and the others (weights, shapes, bounds) initializers holding the
- * test's values, as an exported model has them. The model is read without a loss
+ * test's values, as an exported model has them (for Add, Sum, Mul and Concat, whose
+ * inputs are all activations, every input stays an input). The model is read without a loss
  * (remat_onnx_opts.no_loss) and its forward run op by op, here, on the ref and on the
  * cpu backend, from the test's inputs; the output must match output_0.pb within the
  * fixtures' tolerance (|got - want| <= max(1e-4 |want|, 1e-5)). A case the reader
@@ -33,7 +34,8 @@ static const char *const ops[] = {
     "conv_",       "convtranspose", "batchnorm",   "relu",     "clip",     "maxpool",
     "averagepool", "globalaveragepool", "add",     "concat",   "flatten",  "reshape",
     "gemm",        "matmul_",       "dropout",     "identity", "constant_pad", "resize",
-    "upsample",    "sum_",
+    "upsample",    "sum_",          "leakyrelu",   "sigmoid",  "mul",      "softmax_",
+    "transpose",
 };
 
 static uint8_t *slurp(const char *path, size_t *n)
@@ -82,8 +84,9 @@ static const float *tensor_f32(const Onnx__TensorProto *t, int64_t *n)
 
 /* Runs the graph's forward on backend be from input x; the output's values, or NULL
  * (with *why) when the backend failed. */
-static float *run_forward(const remat_graph *g, const remat_onnx_weights *w, const float *x,
-                          const struct backend_ops *be, char *why, size_t nwhy)
+static float *run_forward(const remat_graph *g, const remat_onnx_weights *w,
+                          const Onnx__TensorProto *const *inputs, const struct backend_ops *be,
+                          char *why, size_t nwhy)
 {
     size_t nv = g->values.n;
     float **buf = calloc(nv, sizeof *buf), *out = NULL;
@@ -92,6 +95,8 @@ static float *run_forward(const remat_graph *g, const remat_onnx_weights *w, con
     void *ctx = NULL;
     struct ktensor kin[KOP_MAX_INPUTS];
     remat_status st = REMAT_OK;
+
+    int n_inputs = 0;
 
     REMAT_ASSERT_TEST(buf);
     to.threads = 2;
@@ -108,8 +113,14 @@ static float *run_forward(const remat_graph *g, const remat_onnx_weights *w, con
             continue;
         buf[v] = calloc((size_t)(n ? n : 1), 4);
         REMAT_ASSERT_TEST(buf[v]);
-        if (v == 0)
-            memcpy(buf[v], x, sizeof(float) * (size_t)n);
+        if (gv->kind == VK_INPUT) { /* the graph's inputs, in order */
+            int64_t k;
+            const float *src = inputs[n_inputs] ? tensor_f32(inputs[n_inputs], &k) : NULL;
+
+            REMAT_ASSERT_TEST(src && k == n);
+            memcpy(buf[v], src, sizeof(float) * (size_t)n);
+            n_inputs++;
+        }
         for (size_t i = 0; i < w->n; i++)
             if (gv->kind == VK_PARAM && !strcmp(w->w[i].name, gv->name) && w->w[i].n == n)
                 memcpy(buf[v], w->w[i].data, sizeof(float) * (size_t)n);
@@ -185,6 +196,14 @@ struct tally {
     int cases, passed, refused;
 };
 
+/* The ops whose inputs are all activations: every input stays a graph input. */
+static bool multi_input(const Onnx__ModelProto *m)
+{
+    const char *t = m->graph->n_node ? m->graph->node[0]->op_type : "";
+
+    return !strcmp(t, "Add") || !strcmp(t, "Sum") || !strcmp(t, "Mul") || !strcmp(t, "Concat");
+}
+
 /* One case: "passed", "refused: why" or a failure (CHECK). */
 static void run_case(const char *name, struct tally *ty)
 {
@@ -195,7 +214,7 @@ static void run_case(const char *name, struct tally *ty)
     Onnx__TensorProto *in[8] = {0}, *want = NULL, **inits = NULL;
     remat_graph *g = NULL;
     remat_onnx_weights *w = NULL;
-    size_t n_in = 0, n_init0;
+    size_t n_in = 0, n_init0, keep;
     const float *x, *wv;
     int64_t nx, nw;
     bool ok = true;
@@ -222,18 +241,27 @@ static void run_case(const char *name, struct tally *ty)
         snprintf(why, sizeof why, "its data is not float32");
         goto refused;
     }
-    /* inputs 1.. become initializers named as the graph's inputs */
+    /* inputs 1.. become initializers named as the graph's inputs, except for the ops
+     * whose inputs are all activations */
+    keep = multi_input(m) ? n_in : 1;
     n_init0 = m->graph->n_initializer;
     inits = calloc(n_init0 + n_in, sizeof *inits);
     REMAT_ASSERT_TEST(inits);
     memcpy(inits, m->graph->initializer, sizeof *inits * n_init0);
     for (size_t i = 1; i < n_in; i++) {
+        if (i < keep) {
+            if (!in[i] || !tensor_f32(in[i], &nx)) {
+                snprintf(why, sizeof why, "its data is not float32");
+                goto refused;
+            }
+            continue;
+        }
         if (!in[i]) {
             snprintf(why, sizeof why, "input %zu unreadable", i);
             goto refused;
         }
         in[i]->name = m->graph->input[i]->name;
-        inits[n_init0 + i - 1] = in[i];
+        inits[n_init0 + i - keep] = in[i];
     }
     {
         Onnx__TensorProto **old = m->graph->initializer;
@@ -243,14 +271,14 @@ static void run_case(const char *name, struct tally *ty)
         remat_status st;
 
         m->graph->initializer = inits;
-        m->graph->n_initializer = n_init0 + n_in - 1;
-        m->graph->n_input = 1;
+        m->graph->n_initializer = n_init0 + n_in - keep;
+        m->graph->n_input = keep;
         m->graph->n_output = n_out ? 1 : 0; /* the first output is compared */
         n = onnx__model_proto__get_packed_size(m);
         packed = malloc(n + 1);
         REMAT_ASSERT_TEST(packed);
         onnx__model_proto__pack(m, packed);
-        for (size_t i = 1; i < n_in; i++)
+        for (size_t i = keep; i < n_in; i++)
             in[i]->name = NULL; /* the model owns the name */
         m->graph->initializer = old;
         m->graph->n_initializer = old_n;
@@ -275,7 +303,8 @@ static void run_case(const char *name, struct tally *ty)
     }
     for (int k = 0; k < 2; k++) {
         const struct backend_ops *be = k ? backend_cpu() : backend_ref();
-        float *got = run_forward(g, w, x, be, why, sizeof why);
+        float *got = run_forward(g, w, (const Onnx__TensorProto *const *)in, be, why,
+                                 sizeof why);
         int64_t bad = -1;
 
         CHECK_OR(got, ok = false; continue, "%s: %s", name, why);

@@ -3,7 +3,7 @@
  * tiny.onnx (tools/make_onnx_seed.py) read into the graph its export describes (ops and
  * parameter count worked out by hand), every truncation and thousands of corrupted
  * copies refused or read without a crash, and small models built here with protobuf-c
- * that break one rule each (unknown op, dangling name, cycle, opset, huge dimensions,
+ * that break one rule each (unknown op (Tanh), dangling name, cycle, opset, huge dimensions,
  * data that does not match its dims, asymmetric padding, two inputs, garbage): each must
  * give one clear error naming what and where.
  */
@@ -232,9 +232,9 @@ static void test_broken_models(void)
     struct mb b;
 
     mb_init(&b, 13, 1, "y");
-    mb_node(&b, 0, "Sigmoid", "act7", "x", NULL, "y");
+    mb_node(&b, 0, "Tanh", "act7", "x", NULL, "y");
     mb_expect(&b, "unknown op", REMAT_ERR_UNSUPPORTED,
-              (const char *const[]){"Sigmoid", "act7", "opset 13", "node 0", NULL});
+              (const char *const[]){"Tanh", "act7", "opset 13", "node 0", NULL});
 
     mb_init(&b, 13, 1, "y");
     mb_node(&b, 0, "Relu", "r", "ghost", NULL, "y");
@@ -299,10 +299,13 @@ static void test_broken_models(void)
     mb_expect(&b, "asymmetric pads", REMAT_ERR_UNSUPPORTED,
               (const char *const[]){"asymmetric", "MaxPool", NULL});
 
+    /* a second input of another type */
     mb_init(&b, 13, 1, "y");
     mb_node(&b, 0, "Add", "a", "x", "x2", "y");
     b.g.n_input = 2;
-    mb_expect(&b, "two inputs", REMAT_ERR_UNSUPPORTED, (const char *const[]){"one input", NULL});
+    b.ttin[1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_expect(&b, "an int64 input", REMAT_ERR_UNSUPPORTED,
+              (const char *const[]){"'x2'", "not a float tensor", NULL});
 
     /* a 4-d output is not logits */
     mb_init(&b, 13, 1, "y");

@@ -157,6 +157,9 @@ def op_case(name, op, attrs, inputs, params, fn, bn_stats=None):
     (y * r).sum().backward()
     g = [("name", name), ("op", op)]
     for k, v in attrs.items():
+        if isinstance(v, list):  # an int32 array field (transpose's perm)
+            g.append(("attr." + k, torch.tensor(v, dtype=torch.int32)))
+            continue
         g.append(("attr." + k, torch.tensor([v], dtype=torch.float32 if isinstance(v, float)
                                             else torch.int32)))
     for i, x in enumerate(inputs):
@@ -255,6 +258,21 @@ def op_cases():
     c.append(op_case("clip [-2, 0.05]", "clip", {"clip_min": -2.0, "clip_max": 0.05},
                      [away((2, 3, 4, 4))], {},
                      lambda xs, ps, _: F.hardtanh(xs[0], -2.0, 0.05)))
+    c.append(op_case("leaky_relu 0.2", "leaky_relu", {"alpha": 0.2}, [away((2, 3, 4, 4))], {},
+                     lambda xs, ps, _: F.leaky_relu(xs[0], 0.2)))
+    c.append(op_case("sigmoid", "sigmoid", {}, [uni((2, 3, 4, 4), -4, 4)], {},
+                     lambda xs, ps, _: torch.sigmoid(xs[0])))
+    c.append(op_case("mul", "mul", {}, [uni((2, 3, 4, 4)), uni((2, 3, 4, 4))], {},
+                     lambda xs, ps, _: xs[0] * xs[1]))
+    c.append(op_case("mul by (N, C, 1, 1)", "mul", {}, [uni((2, 3, 4, 4)), uni((2, 3, 1, 1))], {},
+                     lambda xs, ps, _: xs[0] * xs[1]))
+    c.append(op_case("softmax 2-d", "softmax", {}, [uni((4, 7), -3, 3)], {},
+                     lambda xs, ps, _: torch.softmax(xs[0], 1)))
+    c.append(op_case("softmax 4-d over channels", "softmax", {}, [uni((2, 5, 3, 3), -3, 3)], {},
+                     lambda xs, ps, _: torch.softmax(xs[0], 1)))
+    c.append(op_case("transpose (0, 2, 3, 1)", "transpose", {"perm": [0, 2, 3, 1]},
+                     [uni((2, 3, 4, 5))], {},
+                     lambda xs, ps, _: xs[0].permute(0, 2, 3, 1).contiguous()))
     c.append(pool_case("max_pool k3 s2 p1", "max_pool", (2, 2, 7, 7), (3, 3), (2, 2), (1, 1)))
     c.append(pool_case("max_pool k3 s2 ceil", "max_pool", (2, 2, 8, 8), (3, 3), (2, 2), ceil=True))
     c.append(pool_case("max_pool k(2,3) s2 p1 ceil", "max_pool", (1, 3, 7, 9), (2, 3), (2, 2),

@@ -159,6 +159,11 @@ int cmd_train(int argc, char **argv)
         cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
         goto out;
     }
+    if (data_path && remat_graph_n_inputs(m.g) != 1) {
+        cli_error("train it on synthetic data (no --data)", "%s: --data feeds models with one "
+                  "input; this one has %d", m.spec, remat_graph_n_inputs(m.g));
+        goto out;
+    }
     if (data_path) {
         int64_t chw[3], shape[4];
 

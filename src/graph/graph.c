@@ -287,6 +287,15 @@ int32_t remat_graph_n_ops(const remat_graph *g)
     return g ? (int32_t)g->ops.n : 0;
 }
 
+int32_t remat_graph_n_inputs(const remat_graph *g)
+{
+    int32_t n = 0;
+
+    for (size_t v = 0; g && v < g->values.n; v++)
+        n += graph_value(g, (int32_t)v)->kind == VK_INPUT;
+    return n;
+}
+
 int32_t remat_graph_n_values(const remat_graph *g)
 {
     return g ? (int32_t)g->values.n : 0;

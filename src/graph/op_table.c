@@ -223,6 +223,97 @@ static remat_status infer_clip(const struct gvalue *const *in, int n_in, remat_a
     return infer_same(in, n_in, at, out, aux, n_params, params, name);
 }
 
+static remat_status infer_leaky(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                                struct gvalue *out, struct gvalue *aux, int *n_params,
+                                struct gvalue *params, const char *name)
+{
+    if (at->alpha == 0)
+        at->alpha = 0.01f;
+    if (!(at->alpha > 0))
+        return SHAPE_FAIL("leaky_relu needs a slope > 0 (its backward reads y), got %g", name,
+                          (double)at->alpha);
+    return infer_same(in, n_in, at, out, aux, n_params, params, name);
+}
+
+/* mul: the same shapes, or the second (N, C, 1, 1) against a (N, C, H, W) first. */
+static remat_status infer_mul(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                              struct gvalue *out, struct gvalue *aux, int *n_params,
+                              struct gvalue *params, const char *name)
+{
+    const struct gvalue *a = in[0], *b = in[1];
+    bool same = a->ndim == b->ndim, chan = a->ndim == 4 && b->ndim == 4;
+
+    for (int i = 0; i < a->ndim && i < 4; i++)
+        same = same && a->shape[i] == b->shape[i];
+    chan = chan && b->shape[0] == a->shape[0] && b->shape[1] == a->shape[1] &&
+           b->shape[2] == 1 && b->shape[3] == 1;
+    if (!same && !chan)
+        return SHAPE_FAIL("multiplies equal shapes or (N, C, H, W) by (N, C, 1, 1)", name);
+    return infer_same(in, n_in, at, out, aux, n_params, params, name);
+}
+
+/* softmax over the channel axis (1) of a 2-d or 4-d input */
+static remat_status infer_softmax(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                                  struct gvalue *out, struct gvalue *aux, int *n_params,
+                                  struct gvalue *params, const char *name)
+{
+    if (in[0]->ndim != 2 && in[0]->ndim != 4)
+        return SHAPE_FAIL("softmax takes a 2-d or 4-d input (over axis 1), got %d-d", name,
+                          in[0]->ndim);
+    return infer_same(in, n_in, at, out, aux, n_params, params, name);
+}
+
+static remat_status infer_transpose(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                                    struct gvalue *out, struct gvalue *aux, int *n_params,
+                                    struct gvalue *params, const char *name)
+{
+    const struct gvalue *x = in[0];
+    bool zero = true, seen[4] = {false, false, false, false};
+
+    (void)n_in;
+    (void)aux;
+    (void)n_params;
+    (void)params;
+    for (int i = 0; i < 4; i++)
+        zero = zero && at->perm[i] == 0;
+    if (zero)
+        for (int i = 0; i < x->ndim; i++)
+            at->perm[i] = x->ndim - 1 - i;
+    out->ndim = x->ndim;
+    for (int i = 0; i < 4; i++) {
+        if (i >= x->ndim) {
+            if (at->perm[i])
+                return SHAPE_FAIL("perm has more entries than the input's %d dimensions", name,
+                                  x->ndim);
+            out->shape[i] = 0;
+            continue;
+        }
+        if (at->perm[i] < 0 || at->perm[i] >= x->ndim || seen[at->perm[i]])
+            return SHAPE_FAIL("perm is not a permutation of the %d dimensions", name, x->ndim);
+        seen[at->perm[i]] = true;
+        out->shape[i] = x->shape[at->perm[i]];
+    }
+    return REMAT_OK;
+}
+
+static double flops_sigmoid(const struct gvalue *const *in, int n_in, const remat_attrs *at,
+                            const struct gvalue *out, bool backward)
+{
+    (void)in;
+    (void)n_in;
+    (void)at;
+    return (backward ? 3.0 : 4.0) * (double)graph_numel(out);
+}
+
+static double flops_softmax(const struct gvalue *const *in, int n_in, const remat_attrs *at,
+                            const struct gvalue *out, bool backward)
+{
+    (void)in;
+    (void)n_in;
+    (void)at;
+    return (backward ? 4.0 : 5.0) * (double)graph_numel(out);
+}
+
 static double flops_dropout(const struct gvalue *const *in, int n_in, const remat_attrs *at,
                             const struct gvalue *out, bool backward)
 {
@@ -684,6 +775,12 @@ static const struct op_info table[] = {
     [REMAT_OP_SUM_LOSSES] = {"sum_losses", 1, MANY, false, false, 0, infer_sum_losses,
                              flops_sum_losses},
     [REMAT_OP_CLIP] = {"clip", 1, 1, false, false, BR_OUT, infer_clip, flops_relu},
+    [REMAT_OP_LEAKY_RELU] = {"leaky_relu", 1, 1, false, false, BR_OUT, infer_leaky,
+                             flops_relu},
+    [REMAT_OP_SIGMOID] = {"sigmoid", 1, 1, false, false, BR_OUT, infer_same, flops_sigmoid},
+    [REMAT_OP_MUL] = {"mul", 2, 2, false, false, BR_IN0 | BR_IN1, infer_mul, flops_add},
+    [REMAT_OP_SOFTMAX] = {"softmax", 1, 1, false, false, BR_OUT, infer_softmax, flops_softmax},
+    [REMAT_OP_TRANSPOSE] = {"transpose", 1, 1, false, false, 0, infer_transpose, flops_out},
 };
 _Static_assert(REMAT_ARRAY_LEN(table) == REMAT_OP_COUNT, "op table matches REMAT_OPS");
 

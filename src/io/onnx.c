@@ -867,6 +867,70 @@ static remat_status op_clip(struct rd *r)
     return op_unary(r, REMAT_OP_CLIP, &(remat_attrs){.clip_min = lo, .clip_max = hi});
 }
 
+static remat_status op_mul(struct rd *r)
+{
+    int32_t ins[2], t;
+    int64_t s0[4], s1[4];
+    remat_status st;
+
+    if (r->node->n_input != 2)
+        return node_fail(r, REMAT_ERR_PARSE, "%zu inputs, 2 expected", r->node->n_input);
+    if ((st = in_act(r, 0, &ins[0])) || (st = in_act(r, 1, &ins[1])))
+        return st;
+    /* the (N, C, 1, 1) factor second */
+    if (shape_of(r, ins[0], s0) == 4 && shape_of(r, ins[1], s1) == 4 && s0[2] * s0[3] == 1 &&
+        s1[2] * s1[3] > 1) {
+        t = ins[0];
+        ins[0] = ins[1];
+        ins[1] = t;
+    }
+    return emit(r, REMAT_OP_MUL, ins, 2, NULL, NULL);
+}
+
+static remat_status op_softmax(struct rd *r)
+{
+    int64_t xs[4], axis = attr_i(r, "axis", r->opset >= 13 ? -1 : 1);
+    int32_t x;
+    int nd;
+    remat_status st;
+
+    if ((st = in_act(r, 0, &x)))
+        return st;
+    nd = (int)shape_of(r, x, xs);
+    if (axis < 0)
+        axis += nd;
+    if (axis != 1 || (nd != 2 && nd != 4))
+        return node_fail(r, REMAT_ERR_UNSUPPORTED, "softmax over axis %lld of a %d-d tensor; "
+                         "remat's is over the channels (axis 1) of a 2-d or 4-d one",
+                         (long long)attr_i(r, "axis", r->opset >= 13 ? -1 : 1), nd);
+    return emit(r, REMAT_OP_SOFTMAX, &x, 1, NULL, NULL);
+}
+
+static remat_status op_transpose(struct rd *r)
+{
+    const Onnx__AttributeProto *a = attr(r, "perm");
+    remat_attrs at = {0};
+    int64_t xs[4];
+    int32_t x;
+    int nd;
+    remat_status st;
+
+    if ((st = in_act(r, 0, &x)))
+        return st;
+    nd = (int)shape_of(r, x, xs);
+    if (a) {
+        if (a->n_ints != (size_t)nd)
+            return node_fail(r, REMAT_ERR_PARSE, "perm has %zu entries for %d dimensions",
+                             a->n_ints, nd);
+        for (int i = 0; i < nd; i++) {
+            if (a->ints[i] < 0 || a->ints[i] >= nd)
+                return node_fail(r, REMAT_ERR_PARSE, "perm entry %lld", (long long)a->ints[i]);
+            at.perm[i] = (int32_t)a->ints[i];
+        }
+    }
+    return op_unary(r, REMAT_OP_TRANSPOSE, &at);
+}
+
 static remat_status op_pad(struct rd *r)
 {
     const Onnx__TensorProto *t, *cv;
@@ -1003,6 +1067,17 @@ static remat_status read_node(struct rd *r)
         return alias(r);
     if (!strcmp(t, "Pad"))
         return op_pad(r);
+    if (!strcmp(t, "LeakyRelu"))
+        return op_unary(r, REMAT_OP_LEAKY_RELU,
+                        &(remat_attrs){.alpha = attr_f(r, "alpha", 0.01f)});
+    if (!strcmp(t, "Sigmoid"))
+        return op_unary(r, REMAT_OP_SIGMOID, NULL);
+    if (!strcmp(t, "Mul"))
+        return op_mul(r);
+    if (!strcmp(t, "Softmax"))
+        return op_softmax(r);
+    if (!strcmp(t, "Transpose"))
+        return op_transpose(r);
     if (!strcmp(t, "Resize") || !strcmp(t, "Upsample"))
         return op_resize(r);
     return node_fail(r, REMAT_ERR_UNSUPPORTED, "remat has no %s (docs/onnx.md lists the ops "
@@ -1011,26 +1086,16 @@ static remat_status read_node(struct rd *r)
 
 /* ------------------------------------------------------------------ the model */
 
-/* The graph's one data input: not an initializer, float, 2-d or 4-d. */
-static remat_status read_input(struct rd *r, const Onnx__GraphProto *gp)
+/* One data input: float, 1 to 4 dimensions of known size (a symbolic first one is the
+ * batch); the first input's first dimension is the batch that --batch replaces. */
+static remat_status read_one_input(struct rd *r, const Onnx__ValueInfoProto *in, bool first)
 {
-    const Onnx__ValueInfoProto *in = NULL;
     int64_t shape[4];
     int nd;
     int32_t v;
 
-    for (size_t i = 0; i < gp->n_input; i++) {
-        const struct ent *e = lookup(r, gp->input[i]->name);
-
-        if (e && e->kind == E_TENSOR)
-            continue; /* an initializer listed as an input (older exports) */
-        if (in)
-            return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: inputs '%s' and '%s': remat trains "
-                              "models with one input", r->label, in->name, gp->input[i]->name);
-        in = gp->input[i];
-    }
-    if (!in || !in->name)
-        return REMAT_FAIL(REMAT_ERR_PARSE, "%s: the graph has no input", r->label);
+    if (!in->name || !*in->name)
+        return REMAT_FAIL(REMAT_ERR_PARSE, "%s: an input has no name", r->label);
     if (!in->type || in->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
         !in->type->tensor_type || !in->type->tensor_type->shape ||
         in->type->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
@@ -1047,19 +1112,41 @@ static remat_status read_input(struct rd *r, const Onnx__GraphProto *gp)
         if (!known && i > 0)
             return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: input '%s' dimension %d is "
                               "symbolic; remat needs its size", r->label, in->name, i);
-        shape[i] = known ? d->dim_value : 1;
+        shape[i] = known ? d->dim_value : r->batch_file > 0 ? r->batch_file : 1;
         if (shape[i] <= 0 || shape[i] > ((int64_t)1 << 31))
             return REMAT_FAIL(REMAT_ERR_PARSE, "%s: input '%s' dimension %d is %lld", r->label,
                               in->name, i, (long long)shape[i]);
     }
-    r->batch_file = shape[0];
-    r->batch = r->batch > 0 ? r->batch : shape[0];
-    shape[0] = r->batch;
+    if (first) {
+        r->batch_file = shape[0];
+        r->batch = r->batch > 0 ? r->batch : shape[0];
+    }
+    if (shape[0] == r->batch_file)
+        shape[0] = r->batch;
     v = remat_graph_input(r->g, in->name, nd, shape);
     if (v < 0)
         return REMAT_FAIL(remat_graph_status(r->g), "%s: input '%s': %s", r->label, in->name,
                           remat_errmsg());
     return define(r, in->name, (struct ent){.kind = E_ACT, .value = v});
+}
+
+/* The graph's data inputs, those that are not initializers (at least one). */
+static remat_status read_input(struct rd *r, const Onnx__GraphProto *gp)
+{
+    remat_status st;
+    int n = 0;
+
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const struct ent *e = lookup(r, gp->input[i]->name);
+
+        if (e && e->kind == E_TENSOR)
+            continue; /* an initializer listed as an input (older exports) */
+        if ((st = read_one_input(r, gp->input[i], n++ == 0)))
+            return st;
+    }
+    if (!n)
+        return REMAT_FAIL(REMAT_ERR_PARSE, "%s: the graph has no input", r->label);
+    return REMAT_OK;
 }
 
 static remat_status read_model(struct rd *r, const Onnx__ModelProto *m)

@@ -3,8 +3,8 @@
  * batch split into one contiguous slice per thread.
  *
  * An op is per-sample when sample n of its outputs (and of its input gradients) depends
- * on sample n of its inputs alone: relu, clip, the poolings, add, concat, crop, pad and
- * bilinear upsampling. Each thread runs the reference kernel on a kop whose tensors are
+ * on sample n of its inputs alone: relu, clip, leaky relu, sigmoid, mul, softmax (over
+ * axis 1), the poolings, add, concat, crop, pad and bilinear upsampling. Each thread runs the reference kernel on a kop whose tensors are
  * its slice (shape[0] = the slice's samples, data advanced to its first sample), so the
  * arithmetic per element is the reference's, in the same order, and the bits do not
  * depend on the thread count. Dropout is not split: its mask counter is the element's
@@ -22,6 +22,10 @@ bool cpu_per_sample(const struct kop *op)
     switch (op->type) {
     case REMAT_OP_RELU:
     case REMAT_OP_CLIP:
+    case REMAT_OP_LEAKY_RELU:
+    case REMAT_OP_SIGMOID:
+    case REMAT_OP_MUL:
+    case REMAT_OP_SOFTMAX:
     case REMAT_OP_MAX_POOL:
     case REMAT_OP_AVG_POOL:
     case REMAT_OP_GLOBAL_AVG_POOL:

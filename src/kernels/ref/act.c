@@ -1,6 +1,7 @@
 /*
- * act.c - reference relu, clip and dropout, forward and backward (elementwise, any
- * shape).
+ * act.c - reference activations, forward and backward: relu, clip, leaky relu and
+ * sigmoid (elementwise, any shape; each backward reads its output y only), softmax over
+ * axis 1 of a 2-d or 4-d tensor (in double, the maximum subtracted), dropout.
  *
  * relu's backward reads its output y only (y > 0 exactly where x > 0). Dropout keeps
  * element i when kernel_uniform(key, i) >= p, i the flat index, and scales it by
@@ -8,6 +9,8 @@
  * else, so a recomputed forward and the backward agree with the first forward.
  */
 #include "kernels/ref/ref.h"
+
+#include <math.h>
 
 /* relu forward: y = max(x, 0) (a NaN stays NaN). */
 remat_status ref_relu_forward(const struct kop *op)
@@ -81,6 +84,122 @@ remat_status ref_clip_backward(const struct kop *op)
 
         dx[i] = y[i] > lo && y[i] < hi ? s : dx[i];
     }
+    return REMAT_OK;
+}
+
+/* leaky relu forward: y = x < 0 ? alpha x : x (a NaN stays NaN, -0 stays -0). */
+remat_status ref_leaky_relu_forward(const struct kop *op)
+{
+    const float *restrict x = op->in[0].data;
+    float *restrict y = op->out.data;
+    float a = op->at->alpha;
+    int64_t n = ktensor_numel(&op->in[0]);
+
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] < 0 ? a * x[i] : x[i];
+    return REMAT_OK;
+}
+
+/* leaky relu backward: dx += dy where y > 0, alpha dy elsewhere (alpha > 0: y > 0 exactly
+ * where x > 0, PyTorch's rule). */
+remat_status ref_leaky_relu_backward(const struct kop *op)
+{
+    const float *restrict y = op->out.data, *restrict dy = op->dout.data;
+    float *restrict dx = op->din[0].data;
+    float a = op->at->alpha;
+    int64_t n = ktensor_numel(&op->out);
+
+    if (!dx)
+        return REMAT_OK;
+    for (int64_t i = 0; i < n; i++) {
+        float g = dy ? dy[i] : 1.0f;
+
+        dx[i] += y[i] > 0 ? g : a * g;
+    }
+    return REMAT_OK;
+}
+
+/* sigmoid forward: y = 1 / (1 + exp(-x)), in double. */
+remat_status ref_sigmoid_forward(const struct kop *op)
+{
+    const float *x = op->in[0].data;
+    float *y = op->out.data;
+    int64_t n = ktensor_numel(&op->in[0]);
+
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (float)(1.0 / (1.0 + exp(-(double)x[i])));
+    return REMAT_OK;
+}
+
+/* sigmoid backward: dx += dy y (1 - y), in double. */
+remat_status ref_sigmoid_backward(const struct kop *op)
+{
+    const float *y = op->out.data;
+    float *dx = op->din[0].data;
+    int64_t n = ktensor_numel(&op->out);
+
+    if (!dx)
+        return REMAT_OK;
+    for (int64_t i = 0; i < n; i++)
+        dx[i] += (float)((double)ref_dy(&op->dout, i) * y[i] * (1.0 - (double)y[i]));
+    return REMAT_OK;
+}
+
+/* The (outer, channels, inner) view of a softmax over axis 1. */
+static void softmax_geom(const struct ktensor *t, int64_t *outer, int64_t *c, int64_t *inner)
+{
+    *outer = t->shape[0];
+    *c = t->shape[1];
+    *inner = t->ndim == 4 ? t->shape[2] * t->shape[3] : 1;
+}
+
+/* softmax forward over axis 1: y = exp(x - max) / sum exp(x - max), in double. */
+remat_status ref_softmax_forward(const struct kop *op)
+{
+    const float *x = op->in[0].data;
+    float *y = op->out.data;
+    int64_t no, nc, ni;
+
+    softmax_geom(&op->in[0], &no, &nc, &ni);
+    for (int64_t o = 0; o < no; o++)
+        for (int64_t s = 0; s < ni; s++) {
+            const float *xr = x + o * nc * ni + s;
+            float *yr = y + o * nc * ni + s;
+            double m = xr[0], sum = 0;
+
+            for (int64_t c = 1; c < nc; c++)
+                m = xr[c * ni] > m ? xr[c * ni] : m;
+            for (int64_t c = 0; c < nc; c++)
+                sum += exp((double)xr[c * ni] - m);
+            for (int64_t c = 0; c < nc; c++)
+                yr[c * ni] = (float)(exp((double)xr[c * ni] - m) / sum);
+        }
+    return REMAT_OK;
+}
+
+/* softmax backward: dx += y (dy - sum_c dy y), in double; reads y. */
+remat_status ref_softmax_backward(const struct kop *op)
+{
+    const float *y = op->out.data;
+    float *dx = op->din[0].data;
+    int64_t no, nc, ni;
+
+    if (!dx)
+        return REMAT_OK;
+    softmax_geom(&op->out, &no, &nc, &ni);
+    for (int64_t o = 0; o < no; o++)
+        for (int64_t s = 0; s < ni; s++) {
+            int64_t base = o * nc * ni + s;
+            double dot = 0;
+
+            for (int64_t c = 0; c < nc; c++)
+                dot += (double)ref_dy(&op->dout, base + c * ni) * y[base + c * ni];
+            for (int64_t c = 0; c < nc; c++) {
+                int64_t i = base + c * ni;
+
+                dx[i] += (float)((double)y[i] * ((double)ref_dy(&op->dout, i) - dot));
+            }
+        }
     return REMAT_OK;
 }
 

@@ -49,6 +49,16 @@ remat_status ref_forward(const struct kop *op)
         return ref_sum_losses_forward(op);
     case REMAT_OP_CLIP:
         return ref_clip_forward(op);
+    case REMAT_OP_LEAKY_RELU:
+        return ref_leaky_relu_forward(op);
+    case REMAT_OP_SIGMOID:
+        return ref_sigmoid_forward(op);
+    case REMAT_OP_MUL:
+        return ref_mul_forward(op);
+    case REMAT_OP_SOFTMAX:
+        return ref_softmax_forward(op);
+    case REMAT_OP_TRANSPOSE:
+        return ref_transpose_forward(op);
     case REMAT_OP_COUNT:
         break;
     }
@@ -98,6 +108,16 @@ remat_status ref_backward(const struct kop *op)
         return ref_sum_losses_backward(op);
     case REMAT_OP_CLIP:
         return ref_clip_backward(op);
+    case REMAT_OP_LEAKY_RELU:
+        return ref_leaky_relu_backward(op);
+    case REMAT_OP_SIGMOID:
+        return ref_sigmoid_backward(op);
+    case REMAT_OP_MUL:
+        return ref_mul_backward(op);
+    case REMAT_OP_SOFTMAX:
+        return ref_softmax_backward(op);
+    case REMAT_OP_TRANSPOSE:
+        return ref_transpose_backward(op);
     case REMAT_OP_COUNT:
         break;
     }

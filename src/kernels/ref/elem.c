@@ -49,6 +49,56 @@ remat_status ref_add_backward(const struct kop *op)
     return REMAT_OK;
 }
 
+/* mul: the second input's index for element i of the first (equal shapes, or a
+ * (N, C, 1, 1) second against a (N, C, H, W) first: one value per plane). */
+static int64_t mul_j(const struct kop *op, int64_t i)
+{
+    const struct ktensor *a = &op->in[0], *b = &op->in[1];
+
+    if (ktensor_numel(b) == ktensor_numel(a))
+        return i;
+    return i / (a->shape[2] * a->shape[3]);
+}
+
+/* mul forward: y = a b. */
+remat_status ref_mul_forward(const struct kop *op)
+{
+    const float *a = op->in[0].data, *b = op->in[1].data;
+    int64_t n = ktensor_numel(&op->out);
+
+    for (int64_t i = 0; i < n; i++)
+        op->out.data[i] = a[i] * b[mul_j(op, i)];
+    return REMAT_OK;
+}
+
+/* mul backward: da += dy b; db += dy a, summed in double over each plane when b is
+ * broadcast (in element order). */
+remat_status ref_mul_backward(const struct kop *op)
+{
+    const float *a = op->in[0].data, *b = op->in[1].data;
+    float *da = op->din[0].data, *db = op->din[1].data;
+    int64_t n = ktensor_numel(&op->out), nb = ktensor_numel(&op->in[1]);
+
+    if (da)
+        for (int64_t i = 0; i < n; i++)
+            da[i] += (float)((double)ref_dy(&op->dout, i) * b[mul_j(op, i)]);
+    if (db && nb == n) {
+        for (int64_t i = 0; i < n; i++)
+            db[i] += (float)((double)ref_dy(&op->dout, i) * a[i]);
+    } else if (db) {
+        int64_t plane = n / nb;
+
+        for (int64_t j = 0; j < nb; j++) {
+            double acc = 0;
+
+            for (int64_t k = 0; k < plane; k++)
+                acc += (double)ref_dy(&op->dout, j * plane + k) * a[j * plane + k];
+            db[j] += (float)acc;
+        }
+    }
+    return REMAT_OK;
+}
+
 /* Elements after the channel axis: 1 for 2-d, H*W for 4-d. */
 static int64_t inner_size(const struct ktensor *t)
 {

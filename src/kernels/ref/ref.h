@@ -35,11 +35,22 @@ remat_status ref_conv_transpose2d_backward(const struct kop *op);
 remat_status ref_batch_norm_forward(const struct kop *op);
 remat_status ref_batch_norm_backward(const struct kop *op);
 
-/* act.c: relu, clip, dropout. */
+/* act.c: relu, clip, leaky relu, sigmoid, softmax (over axis 1), dropout. */
 remat_status ref_relu_forward(const struct kop *op);
 remat_status ref_relu_backward(const struct kop *op);
 remat_status ref_clip_forward(const struct kop *op);
 remat_status ref_clip_backward(const struct kop *op);
+remat_status ref_leaky_relu_forward(const struct kop *op);
+remat_status ref_leaky_relu_backward(const struct kop *op);
+remat_status ref_sigmoid_forward(const struct kop *op);
+remat_status ref_sigmoid_backward(const struct kop *op);
+remat_status ref_softmax_forward(const struct kop *op);
+remat_status ref_softmax_backward(const struct kop *op);
+/* elem.c: mul (equal shapes, or (N, C, H, W) by (N, C, 1, 1)). shape.c: transpose. */
+remat_status ref_mul_forward(const struct kop *op);
+remat_status ref_mul_backward(const struct kop *op);
+remat_status ref_transpose_forward(const struct kop *op);
+remat_status ref_transpose_backward(const struct kop *op);
 remat_status ref_dropout_forward(const struct kop *op);
 remat_status ref_dropout_backward(const struct kop *op);
 
