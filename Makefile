@@ -63,8 +63,8 @@ $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
 $(GEN)/onnx.pb-c.o: $(GEN)/onnx.pb-c.c
 	$(CC) $(filter-out $(WARN),$(CFLAGS)) -w -I$(GEN) -c $< -o $@
 
-$(BUILD)/src/io/onnx.o: CFLAGS += -I$(GEN)
-$(BUILD)/src/io/onnx.o: | $(GEN)/onnx.pb-c.h
+$(BUILD)/src/io/onnx.o $(BUILD)/src/io/onnx_ops.o: CFLAGS += -I$(GEN)
+$(BUILD)/src/io/onnx.o $(BUILD)/src/io/onnx_ops.o: | $(GEN)/onnx.pb-c.h
 
 # the per-sample kernels' batch split (src/kernels/cpu/split.c) uses OpenMP pragmas
 $(BUILD)/src/kernels/cpu/split.o: CFLAGS += -fopenmp
@@ -108,7 +108,8 @@ setup:
 # The ONNX reader's libFuzzer target (clang): the reader and what it links (core, graph,
 # models), instrumented, in build/fuzz. `make fuzz FUZZ_SECONDS=N` runs it from the seeds
 # (tests/data/tiny.onnx and ONNX's own node models); a finding fails the target.
-FUZZ_SRC := $(sort $(wildcard src/core/*.c src/graph/*.c src/models/*.c)) src/io/onnx.c
+FUZZ_SRC := $(sort $(wildcard src/core/*.c src/graph/*.c src/models/*.c)) src/io/onnx.c \
+            src/io/onnx_ops.c
 FUZZ_OBJ := $(FUZZ_SRC:%.c=build/fuzz/%.o) build/fuzz/gen/onnx.pb-c.o
 FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Ibuild/gen \
                -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
