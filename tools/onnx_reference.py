@@ -34,22 +34,10 @@ import sys
 import torch
 import torchvision
 
+from make_fixtures import write_prm  # remat's REMATPRM parameter format
+
 torch.set_num_threads(2)
 torch.use_deterministic_algorithms(True)
-
-
-def write_prm(path, named):
-    out = [b"REMATPRM", struct.pack("<I", len(named))]
-    for name, t in named:
-        t = t.detach().to(torch.float32).contiguous()
-        if t.dim() == 0:
-            t = t.reshape(1)
-        nb = name.encode()
-        out.append(struct.pack("<I", len(nb)) + nb + struct.pack("<I", t.dim()))
-        out.append(struct.pack("<%dq" % t.dim(), *t.shape))
-        out.append(t.numpy().astype("<f4").tobytes())
-    with open(path, "wb") as f:
-        f.write(b"".join(out))
 
 
 def write_data(path, x, y):
@@ -131,7 +119,7 @@ def main():
         net = net.to(dtype).train()
         loss = torch.nn.functional.cross_entropy(net(x.to(dtype)), y)
         loss.backward()
-        grads = [("loss", loss.detach())]
+        grads = [("loss", loss.detach().reshape(1))]
         grads += [(n, p.grad) for n, p in remat_names(net)]
         write_prm(os.path.join(out, fname), grads)
 

@@ -61,6 +61,9 @@ void json_f64(struct json *j, const char *key, double v);
 void json_bool(struct json *j, const char *key, bool v);
 void json_null(struct json *j, const char *key);
 
+/* Seconds on the monotonic clock. */
+double cli_now(void);
+
 /* "1,234,567" into buf. */
 const char *cli_commas(uint64_t v, char *buf, size_t n);
 /* "3.24 GiB" into buf. */

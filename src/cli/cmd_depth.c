@@ -40,14 +40,6 @@ static void help(FILE *f)
             "                      verified, ...}\n");
 }
 
-static double now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 struct setup {
     int64_t batch, h, w;
     size_t budget, workspace;
@@ -132,10 +124,10 @@ static bool verify(const struct setup *su, remat_strategy s, int64_t k, double *
 
     if (g && !remat_tgraph_from_graph(g, NULL, &tg) && !remat_plan(tg, &po, &sc, NULL) &&
         !remat_trainer_new(g, tg, sc, &su->to, &t)) {
-        t0 = now();
+        t0 = cli_now();
         if (!remat_trainer_step(t, NULL, NULL, &loss)) {
             lib_failed = false;
-            *secs = now() - t0;
+            *secs = cli_now() - t0;
             remat_trainer_stats(t, &ts);
             ok = ts.measured_peak_bytes == ts.planned_peak_bytes &&
                  ts.resident_bytes + ts.measured_peak_bytes <= su->budget;
@@ -170,7 +162,7 @@ static int search(const struct setup *su, remat_strategy s, struct result *res)
     int64_t lo = 0, hi, k = 1;
     struct probe best = {0}, p;
     bool err = false;
-    double t0 = now();
+    double t0 = cli_now();
 
     for (;;) {
         p = try_depth(su, s, k, &err);
@@ -205,7 +197,7 @@ static int search(const struct setup *su, remat_strategy s, struct result *res)
     res->s = s;
     res->k = lo;
     res->p = best;
-    res->search_s = now() - t0;
+    res->search_s = cli_now() - t0;
     res->verified = false;
     if (su->verify && lo > 0)
         res->verified = verify(su, s, lo, &res->step_s);

@@ -36,14 +36,6 @@ static void help(FILE *f)
             "  --json               print the results as one JSON object\n");
 }
 
-static double now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -195,7 +187,7 @@ int cmd_train(int argc, char **argv)
         goto out;
     }
     for (int64_t i = 0; i < steps; i++) {
-        double t0 = now();
+        double t0 = cli_now();
 
         const float *inputs[1] = {xb};
 
@@ -205,7 +197,7 @@ int cmd_train(int argc, char **argv)
             cli_error(NULL, "%s: step %lld: %s", m.spec, (long long)i + 1, remat_errmsg());
             goto out;
         }
-        secs[i] = now() - t0;
+        secs[i] = cli_now() - t0;
         fprintf(as_json ? stderr : stdout, "step %lld/%lld  loss %.6f  %.3f s  %.1f images/s\n",
                 (long long)i + 1, (long long)steps, loss[i], secs[i],
                 (double)m.zoo.batch / secs[i]);

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int cli_error(const char *hint, const char *fmt, ...)
 {
@@ -97,6 +98,14 @@ bool cli_parse_bytes(const char *opt, const char *s, size_t *out)
     cli_error("units: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (of 1024)",
               "%s: unknown unit '%s'", opt, e);
     return false;
+}
+
+double cli_now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 bool cli_parse_backend(const char *opt, const char *s, remat_backend_kind *out)

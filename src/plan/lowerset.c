@@ -138,6 +138,27 @@ static remat_status too_many(int64_t max_sets)
                       "--max-lower-sets", (long long)max_sets);
 }
 
+/* Set i plus node v, added to ls when v is addable (not in set i, its predecessors all
+ * in it); *added tells whether that made a new set. b: scratch of one set. */
+static remat_status extend(struct lsets *ls, struct htab *h, const struct dag *d, int32_t i,
+                           int32_t v, uint64_t *b, int64_t max_sets, bool *added)
+{
+    remat_status st;
+    bool ok;
+
+    *added = false;
+    memcpy(b, lsets_bits(ls, i), sizeof *b * (size_t)ls->words);
+    ok = !bits_has(b, v);
+    for (int32_t e = d->pred_at[v]; ok && e < d->pred_at[v + 1]; e++)
+        ok = bits_has(b, d->pred[e]);
+    if (!ok)
+        return REMAT_OK;
+    bits_set(b, v);
+    if ((st = add_set(ls, h, b, added)))
+        return st;
+    return ls->n > max_sets ? too_many(max_sets) : REMAT_OK;
+}
+
 /* Breadth-first over the lattice: each set's extensions by one node whose predecessors
  * are all inside it. */
 static remat_status enum_exact(const struct dag *d, struct lsets *ls, struct htab *h,
@@ -152,25 +173,10 @@ static remat_status enum_exact(const struct dag *d, struct lsets *ls, struct hta
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets");
     if ((st = add_set(ls, h, b, &added)))
         goto out;
-    for (int32_t i = 0; i < ls->n; i++) {
-        for (int32_t v = 0; v < d->n; v++) {
-            bool ok;
-
-            memcpy(b, lsets_bits(ls, i), sizeof *b * w);
-            ok = !bits_has(b, v);
-            for (int32_t e = d->pred_at[v]; ok && e < d->pred_at[v + 1]; e++)
-                ok = bits_has(b, d->pred[e]);
-            if (!ok)
-                continue;
-            bits_set(b, v);
-            if ((st = add_set(ls, h, b, &added)))
+    for (int32_t i = 0; i < ls->n; i++)
+        for (int32_t v = 0; v < d->n; v++)
+            if ((st = extend(ls, h, d, i, v, b, max_sets, &added)))
                 goto out;
-            if (ls->n > max_sets) {
-                st = too_many(max_sets);
-                goto out;
-            }
-        }
-    }
 out:
     core_free(ls->al, b, sizeof *b * w);
     return st;
@@ -211,22 +217,8 @@ static remat_status enum_exact_dfs(const struct dag *d, const int32_t *key, stru
         int32_t id = stack[--top];
 
         for (size_t r = 0; r < n; r++) {
-            int32_t v = order[r];
-            bool ok;
-
-            memcpy(b, lsets_bits(ls, id), sizeof *b * w);
-            ok = !bits_has(b, v);
-            for (int32_t e = d->pred_at[v]; ok && e < d->pred_at[v + 1]; e++)
-                ok = bits_has(b, d->pred[e]);
-            if (!ok)
-                continue;
-            bits_set(b, v);
-            if ((st = add_set(ls, h, b, &added)))
+            if ((st = extend(ls, h, d, id, order[r], b, max_sets, &added)))
                 goto out;
-            if (ls->n > max_sets) {
-                st = too_many(max_sets);
-                goto out;
-            }
             if (!added)
                 continue;
             if (top == cap) {
