@@ -212,6 +212,7 @@ static void run_case(const char *name, struct tally *ty)
     uint8_t *b, *packed = NULL;
     Onnx__ModelProto *m;
     Onnx__TensorProto *in[8] = {0}, *want = NULL, **inits = NULL;
+    char *own_name[8] = {0};
     remat_graph *g = NULL;
     remat_onnx_weights *w = NULL;
     size_t n_in = 0, n_init0, keep;
@@ -247,7 +248,8 @@ static void run_case(const char *name, struct tally *ty)
     n_init0 = m->graph->n_initializer;
     inits = calloc(n_init0 + n_in, sizeof *inits);
     REMAT_ASSERT_TEST(inits);
-    memcpy(inits, m->graph->initializer, sizeof *inits * n_init0);
+    if (n_init0)
+        memcpy(inits, m->graph->initializer, sizeof *inits * n_init0);
     for (size_t i = 1; i < n_in; i++) {
         if (i < keep) {
             if (!in[i] || !tensor_f32(in[i], &nx)) {
@@ -260,6 +262,7 @@ static void run_case(const char *name, struct tally *ty)
             snprintf(why, sizeof why, "input %zu unreadable", i);
             goto refused;
         }
+        own_name[i] = in[i]->name;
         in[i]->name = m->graph->input[i]->name;
         inits[n_init0 + i - keep] = in[i];
     }
@@ -279,7 +282,7 @@ static void run_case(const char *name, struct tally *ty)
         REMAT_ASSERT_TEST(packed);
         onnx__model_proto__pack(m, packed);
         for (size_t i = keep; i < n_in; i++)
-            in[i]->name = NULL; /* the model owns the name */
+            in[i]->name = own_name[i]; /* the model owns the name it lent */
         m->graph->initializer = old;
         m->graph->n_initializer = old_n;
         m->graph->n_input = old_in;

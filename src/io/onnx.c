@@ -175,9 +175,9 @@ remat_status ox_tensor_floats(const struct rd *r, const Onnx__TensorProto *t, fl
     p = core_alloc(r->a, sizeof(float) * (size_t)(n ? n : 1));
     if (!p)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory reading '%s'", r->label, t->name);
-    if (t->has_raw_data)
+    if (n && t->has_raw_data)
         memcpy(p, t->raw_data.data, (size_t)n * 4); /* little-endian, as ONNX stores it */
-    else
+    else if (n)
         memcpy(p, t->float_data, (size_t)n * 4);
     *out = p;
     *n_out = n;

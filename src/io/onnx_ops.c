@@ -429,16 +429,22 @@ static remat_status op_resize(struct rd *r)
         float *s = NULL;
         int64_t k = 0;
 
+        double h, w;
+
         if ((st = ox_tensor_floats(r, scales, &s, &k)))
             return st;
-        at.out_h = (int64_t)((double)xs[2] * s[2]);
-        at.out_w = (int64_t)((double)xs[3] * s[3]);
+        h = (double)xs[2] * s[2];
+        w = (double)xs[3] * s[3];
         core_free(r->a, s, sizeof(float) * 4);
+        if (!(h >= 1 && h <= 1 << 20 && w >= 1 && w <= 1 << 20))
+            return ox_node_fail(r, REMAT_ERR_PARSE, "scales give a %gx%g output", h, w);
+        at.out_h = (int64_t)h;
+        at.out_w = (int64_t)w;
         /* ONNX maps coordinates with 1 / scale, remat (as PyTorch with sizes) with the
          * ratio of the sizes: the same only when the scale gives a whole size */
-        if ((double)at.out_h != (double)xs[2] * s[2] || (double)at.out_w != (double)xs[3] * s[3])
-            return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "scales that do not give a whole output "
-                             "size; give sizes");
+        if ((double)at.out_h != h || (double)at.out_w != w)
+            return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "scales that do not give a whole "
+                                "output size; give sizes");
     } else {
         return ox_node_fail(r, REMAT_ERR_PARSE, "neither sizes nor 4 scales");
     }
