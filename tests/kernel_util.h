@@ -1,5 +1,5 @@
 /*
- * kernel_util.h - helpers for the kernel tests (test_kernels.c): a random stream, one
+ * kernel_util.h - helpers for the kernel tests (test_kernels.c, test_kernels_grad.c): a random stream, one
  * op under test with its tensors (struct tk), value and shape checks, and the generic
  * gradient check.
  *

@@ -1,6 +1,6 @@
 /*
  * test_cpu.c - the cpu backend (oneDNN, src/kernels/cpu) against the reference kernels,
- * which are the specification (test_kernels.c checks them against hand-worked values
+ * which are the specification (test_kernels.c and test_kernels_grad.c check them against hand-worked values
  * and finite differences).
  *
  * Per op and attribute set, on random data: the forward's output, aux (batch-norm mean
