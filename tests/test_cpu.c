@@ -1,7 +1,7 @@
 /*
  * test_cpu.c - the cpu backend (oneDNN, src/kernels/cpu) against the reference kernels,
- * which are the specification (test_kernels.c and test_kernels_grad.c check them against hand-worked values
- * and finite differences).
+ * which are the specification (test_kernels.c and test_kernels_grad.c check them
+ * against hand-worked values and finite differences).
  *
  * Per op and attribute set, on random data: the forward's output, aux (batch-norm mean
  * and inverse std, max-pool argmax exactly) and running statistics; the backward's every
