@@ -20,6 +20,9 @@ bool cli_parse_bytes(const char *opt, const char *s, size_t *out);
 bool cli_parse_budget(const char *opt, const char *s, remat_plan_opts *po);
 /* A backend name: ref or cpu. */
 bool cli_parse_backend(const char *opt, const char *s, remat_backend_kind *out);
+/* --backend and --threads into *to: 1 when argv[*i] was one of them, 0 when not, -1 on a
+ * bad value (printed). */
+int cli_backend_option(remat_train_opts *to, int argc, char **argv, int *i);
 bool cli_parse_hw(const char *opt, const char *s, int64_t *h, int64_t *w);
 /* The value of an option (argv[*i + 1]), advancing *i; NULL with a message if missing. */
 const char *cli_value(int argc, char **argv, int *i);

@@ -263,10 +263,9 @@ int cmd_depth(int argc, char **argv)
     struct setup su = {.batch = 16, .h = 224, .w = 224, .verify = true};
     remat_strategy strat[REMAT_STRATEGY_COUNT];
     struct result res[REMAT_STRATEGY_COUNT];
-    int n = 0, rc = 0;
+    int n = 0, rc = 0, k;
     bool as_json = false, all_verified = true;
     remat_plan_opts po = {0};
-    int64_t x;
 
     su.to = remat_train_opts_default();
     su.to.backend = REMAT_BACKEND_CPU;
@@ -307,13 +306,9 @@ int cmd_depth(int argc, char **argv)
             }
         } else if (!strcmp(a, "--no-verify")) {
             su.verify = false;
-        } else if (!strcmp(a, "--backend")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_backend(a, v, &su.to.backend))
+        } else if ((k = cli_backend_option(&su.to, argc, argv, &i)) != 0) {
+            if (k < 0)
                 return 1;
-        } else if (!strcmp(a, "--threads")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 4096, &x))
-                return 1;
-            su.to.threads = (int)x;
         } else if (!strcmp(a, "--json")) {
             as_json = true;
         } else {

@@ -220,7 +220,6 @@ int cmd_plan(int argc, char **argv)
     remat_train_opts to = remat_train_opts_default();
     remat_plan_info pi;
     bool backend = false;
-    int64_t x;
     remat_schedule *s = NULL;
     remat_sim_result r;
     bool as_json = false;
@@ -244,14 +243,10 @@ int cmd_plan(int argc, char **argv)
             if (!(v = cli_value(argc, argv, &i)) ||
                 !cli_parse_i64(a, v, 1, 100000000, &po.max_lower_sets))
                 return 1;
-        } else if (!strcmp(a, "--backend")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_backend(a, v, &to.backend))
+        } else if ((k = cli_backend_option(&to, argc, argv, &i)) != 0) {
+            if (k < 0)
                 return 1;
-            backend = true;
-        } else if (!strcmp(a, "--threads")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 4096, &x))
-                return 1;
-            to.threads = (int)x;
+            backend = backend || !strcmp(a, "--backend");
         } else if (!strcmp(a, "--authors-lattice")) {
             po.authors_lattice = true;
         } else if (!strcmp(a, "--schedule")) {

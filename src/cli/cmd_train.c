@@ -92,13 +92,9 @@ int cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--budget")) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
                 return 1;
-        } else if (!strcmp(a, "--backend")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_backend(a, v, &to.backend))
+        } else if ((k = cli_backend_option(&to, argc, argv, &i)) != 0) {
+            if (k < 0)
                 return 1;
-        } else if (!strcmp(a, "--threads")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 4096, &x))
-                return 1;
-            to.threads = (int)x;
         } else if (!strcmp(a, "--seed")) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 0, INT64_MAX, &x))
                 return 1;

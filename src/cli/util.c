@@ -119,6 +119,22 @@ bool cli_parse_backend(const char *opt, const char *s, remat_backend_kind *out)
     return true;
 }
 
+int cli_backend_option(remat_train_opts *to, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *v;
+    int64_t x;
+
+    if (!strcmp(a, "--backend"))
+        return (v = cli_value(argc, argv, i)) && cli_parse_backend(a, v, &to->backend) ? 1 : -1;
+    if (!strcmp(a, "--threads")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 4096, &x))
+            return -1;
+        to->threads = (int)x;
+        return 1;
+    }
+    return 0;
+}
+
 bool cli_parse_budget(const char *opt, const char *s, remat_plan_opts *po)
 {
     po->budget_min = !strcmp(s, "min");
