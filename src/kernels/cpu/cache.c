@@ -366,3 +366,40 @@ remat_status cpu_accumulate(struct cpu_ctx *c, float *dst, const float *src, int
                                                   {DNNL_ARG_DST, dst}},
                         3);
 }
+
+remat_status cpu_weighted_backward(struct cpu_ctx *c, const struct kop *op, cpu_build_fn build)
+{
+    unsigned want = (op->din[0].data ? W_DX : 0) | (op->dw.data ? W_DW : 0) |
+                    (op->db.data ? W_DB : 0);
+    struct cpu_entry *e;
+    float *dx, *dw, *db;
+    remat_status st;
+
+    if (!want)
+        return REMAT_OK;
+    if ((st = cpu_entry_get(c, op, CPU_PASS_BWD, want, build, &e)))
+        return st;
+    if (c->dry)
+        return REMAT_OK;
+    dx = e->n[0] >= 0 ? cpu_region_ptr(c, e, (int32_t)e->n[0]) : NULL;
+    dw = e->n[1] >= 0 ? cpu_region_ptr(c, e, (int32_t)e->n[1]) : NULL;
+    db = e->n[2] >= 0 ? cpu_region_ptr(c, e, (int32_t)e->n[2]) : NULL;
+    {
+        const struct cpu_bind b[] = {
+            {DNNL_ARG_SRC, op->in[0].data}, {DNNL_ARG_WEIGHTS, op->w.data},
+            {DNNL_ARG_DIFF_DST, op->dout.data}, {DNNL_ARG_DIFF_SRC, dx},
+            {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, db},
+        };
+
+        if (dx && ((st = cpu_prim_run(c, e, &e->prim[0], b, 6)) ||
+                   (st = cpu_accumulate(c, op->din[0].data, dx, ktensor_numel(&op->in[0])))))
+            return st;
+        if (dw && (st = cpu_prim_run(c, e, &e->prim[1], b, 6)))
+            return st;
+    }
+    if (op->dw.data && (st = cpu_accumulate(c, op->dw.data, dw, ktensor_numel(&op->w))))
+        return st;
+    if (op->db.data && (st = cpu_accumulate(c, op->db.data, db, op->out.shape[1])))
+        return st;
+    return REMAT_OK;
+}

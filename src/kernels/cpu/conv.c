@@ -19,9 +19,6 @@
 
 #include <string.h>
 
-/* want bits of a backward */
-enum { W_DX = 1, W_DW = 2, W_DB = 4 };
-
 struct cgeo {
     bool transposed;
     int64_t src[4], dst[4], wdims[5], bdims[1];
@@ -193,37 +190,5 @@ fail:
 
 remat_status cpu_conv_backward(struct cpu_ctx *c, const struct kop *op)
 {
-    unsigned want = (op->din[0].data ? W_DX : 0) | (op->dw.data ? W_DW : 0) |
-                    (op->db.data ? W_DB : 0);
-    struct cpu_entry *e;
-    float *dx, *dw, *db;
-    remat_status st;
-
-    if (!want)
-        return REMAT_OK;
-    if ((st = cpu_entry_get(c, op, CPU_PASS_BWD, want, build_bwd, &e)))
-        return st;
-    if (c->dry)
-        return REMAT_OK;
-    dx = e->n[0] >= 0 ? cpu_region_ptr(c, e, (int32_t)e->n[0]) : NULL;
-    dw = e->n[1] >= 0 ? cpu_region_ptr(c, e, (int32_t)e->n[1]) : NULL;
-    db = e->n[2] >= 0 ? cpu_region_ptr(c, e, (int32_t)e->n[2]) : NULL;
-    {
-        const struct cpu_bind b[] = {
-            {DNNL_ARG_SRC, op->in[0].data}, {DNNL_ARG_WEIGHTS, op->w.data},
-            {DNNL_ARG_DIFF_DST, op->dout.data}, {DNNL_ARG_DIFF_SRC, dx},
-            {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, db},
-        };
-
-        if (dx && ((st = cpu_prim_run(c, e, &e->prim[0], b, 6)) ||
-                   (st = cpu_accumulate(c, op->din[0].data, dx, ktensor_numel(&op->in[0])))))
-            return st;
-        if (dw && (st = cpu_prim_run(c, e, &e->prim[1], b, 6)))
-            return st;
-    }
-    if (op->dw.data && (st = cpu_accumulate(c, op->dw.data, dw, ktensor_numel(&op->w))))
-        return st;
-    if (op->db.data && (st = cpu_accumulate(c, op->db.data, db, op->out.shape[1])))
-        return st;
-    return REMAT_OK;
+    return cpu_weighted_backward(c, op, build_bwd);
 }

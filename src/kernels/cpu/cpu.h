@@ -133,6 +133,13 @@ remat_status cpu_entry_get(struct cpu_ctx *c, const struct kop *op, int pass, un
                            cpu_build_fn build, struct cpu_entry **out);
 /* Frees every entry (and its primitives and memory objects). */
 void cpu_cache_free(struct cpu_ctx *c);
+/* want bits of a backward with weights (conv.c, linear.c) */
+enum { W_DX = 1, W_DW = 2, W_DB = 4 };
+/* The backward of an op with weights (convolution, linear) whose entry, made by build,
+ * has prim[0] backward data and prim[1] backward weights and bias, and scratch regions
+ * n[0] dx, n[1] dw, n[2] db (-1: none): runs what is wanted and adds the results into
+ * din[0], dw and db (one bias per output channel, out.shape[1]). */
+remat_status cpu_weighted_backward(struct cpu_ctx *c, const struct kop *op, cpu_build_fn build);
 /* Reserves a scratch region of n floats in e; returns its index. */
 int32_t cpu_region(struct cpu_entry *e, int64_t n);
 /* The address of region r of e in the context's scratch. */
