@@ -229,15 +229,14 @@ static inline void check_shape(const char *what, const struct ktensor *t, int nd
           (long long)d, ndim);
 }
 
-/* The backward of t as the executor may call it: the forward tensors the op table
- * says it does not read are NULL. */
-static inline remat_status tk_backward(const struct tk *t)
+/* t's kop as the executor may hand it to a backward: the forward tensors the op table
+ * says it does not read are NULL (in: room for the inputs it points at). */
+static inline struct kop tk_bwd_kop(const struct tk *t, struct ktensor in[TK_MAX_IN])
 {
     struct kop op = t->op;
-    struct ktensor in[TK_MAX_IN];
     unsigned reads = op_info(op.type)->bwd_reads;
 
-    memcpy(in, t->in, sizeof in);
+    memcpy(in, t->in, sizeof(struct ktensor) * TK_MAX_IN);
     op.in = in;
     for (int i = 0; i < t->n_in; i++)
         if (!(i == 0 && (reads & BR_IN0)) && !(i == 1 && (reads & BR_IN1)))
@@ -246,6 +245,15 @@ static inline remat_status tk_backward(const struct tk *t)
         op.out.data = NULL;
     if (!(reads & BR_AUX))
         op.aux.data = NULL;
+    return op;
+}
+
+/* The reference backward of t as the executor may call it (tk_bwd_kop). */
+static inline remat_status tk_backward(const struct tk *t)
+{
+    struct ktensor in[TK_MAX_IN];
+    struct kop op = tk_bwd_kop(t, in);
+
     return ref_backward(&op);
 }
 

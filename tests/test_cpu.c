@@ -98,19 +98,9 @@ static float *dup(const float *p, int64_t n)
  * tensors the op table says it does not read handed over as NULL. */
 static remat_status bwd(const struct tk *t, bool cpu)
 {
-    struct kop op = t->op;
     struct ktensor in[TK_MAX_IN];
-    unsigned reads = op_info(op.type)->bwd_reads;
+    struct kop op = tk_bwd_kop(t, in);
 
-    memcpy(in, t->in, sizeof in);
-    op.in = in;
-    for (int i = 0; i < t->n_in; i++)
-        if (!(i == 0 && (reads & BR_IN0)) && !(i == 1 && (reads & BR_IN1)))
-            in[i].data = NULL;
-    if (!(reads & BR_OUT))
-        op.out.data = NULL;
-    if (!(reads & BR_AUX))
-        op.aux.data = NULL;
     return cpu ? be->backward(ctx, &op) : ref_backward(&op);
 }
 

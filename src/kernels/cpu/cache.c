@@ -367,6 +367,21 @@ remat_status cpu_accumulate(struct cpu_ctx *c, float *dst, const float *src, int
                         3);
 }
 
+remat_status cpu_weighted_forward(struct cpu_ctx *c, const struct kop *op, cpu_build_fn build)
+{
+    struct cpu_entry *e;
+    remat_status st = cpu_entry_get(c, op, CPU_PASS_FWD, 0, build, &e);
+
+    if (st || c->dry) /* cpu_prepare: the entry is made */
+        return st;
+    return cpu_prim_run(c, e, &e->prim[0],
+                        (const struct cpu_bind[]){{DNNL_ARG_SRC, op->in[0].data},
+                                                  {DNNL_ARG_WEIGHTS, op->w.data},
+                                                  {DNNL_ARG_BIAS, op->b.data},
+                                                  {DNNL_ARG_DST, op->out.data}},
+                        4);
+}
+
 remat_status cpu_weighted_backward(struct cpu_ctx *c, const struct kop *op, cpu_build_fn build)
 {
     unsigned want = (op->din[0].data ? W_DX : 0) | (op->dw.data ? W_DW : 0) |

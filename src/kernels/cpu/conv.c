@@ -121,17 +121,7 @@ static remat_status build_fwd(struct cpu_ctx *c, const struct kop *op, unsigned 
 
 remat_status cpu_conv_forward(struct cpu_ctx *c, const struct kop *op)
 {
-    struct cpu_entry *e;
-    remat_status st = cpu_entry_get(c, op, CPU_PASS_FWD, 0, build_fwd, &e);
-
-    if (st || c->dry) /* cpu_prepare: the entry is made */
-        return st;
-    return cpu_prim_run(c, e, &e->prim[0],
-                        (const struct cpu_bind[]){{DNNL_ARG_SRC, op->in[0].data},
-                                                  {DNNL_ARG_WEIGHTS, op->w.data},
-                                                  {DNNL_ARG_BIAS, op->b.data},
-                                                  {DNNL_ARG_DST, op->out.data}},
-                        4);
+    return cpu_weighted_forward(c, op, build_fwd);
 }
 
 /* prim[0]: backward data (W_DX), prim[1]: backward weights (W_DW | W_DB); regions

@@ -135,6 +135,9 @@ remat_status cpu_entry_get(struct cpu_ctx *c, const struct kop *op, int pass, un
 void cpu_cache_free(struct cpu_ctx *c);
 /* want bits of a backward with weights (conv.c, linear.c) */
 enum { W_DX = 1, W_DW = 2, W_DB = 4 };
+/* The forward of an op with weights (convolution, linear) whose entry, made by build,
+ * has prim[0] reading x, W and b (absent: NULL) and writing y. */
+remat_status cpu_weighted_forward(struct cpu_ctx *c, const struct kop *op, cpu_build_fn build);
 /* The backward of an op with weights (convolution, linear) whose entry, made by build,
  * has prim[0] backward data and prim[1] backward weights and bias, and scratch regions
  * n[0] dx, n[1] dw, n[2] db (-1: none): runs what is wanted and adds the results into
