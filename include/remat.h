@@ -267,7 +267,8 @@ remat_status remat_plan_none(const remat_tgraph *tg, remat_schedule **out);
     X(CHEN_SQRTN, "chen-sqrtn")                                                          \
     X(CHEN_GREEDY, "chen-greedy")                                                        \
     X(SUPERNEURONS, "superneurons")                                                      \
-    X(OPTIMAL, "optimal")
+    X(OPTIMAL, "optimal")                                                                \
+    X(HYBRID, "hybrid")
 
 typedef enum remat_strategy {
 #define REMAT_X_ENUM(e, s) REMAT_STRATEGY_##e,
@@ -291,7 +292,16 @@ typedef struct remat_plan_opts {
     bool authors_lattice;    /* exact DP: only the chains the authors' solver can reach
                                 (their depth-first numbering of the lower sets, see
                                 docs/planners.md); reproduces their figures */
+    double bandwidth;        /* host-tier copy bandwidth, bytes/s (offload plans);
+                                0: REMAT_DEFAULT_BANDWIDTH */
+    double flops;            /* compute rate, FLOP/s, for the same time model;
+                                0: REMAT_DEFAULT_FLOPS */
+    bool no_offload;         /* superneurons and hybrid: never offload */
 } remat_plan_opts;
+
+/* The time model's defaults: a PCIe 3.0 x16 link and a GPU of the SuperNeurons era. */
+#define REMAT_DEFAULT_BANDWIDTH 12e9
+#define REMAT_DEFAULT_FLOPS 10e12
 
 typedef struct remat_plan_info {
     size_t budget_bytes;            /* the total given, or the minimum found */
@@ -303,6 +313,8 @@ typedef struct remat_plan_info {
     double overhead_bound;          /* the planner's own overhead (recomputed / forward) */
     bool feasible;
     double optimality_gap;          /* `optimal`: relative MILP gap (0 when proven) */
+    int32_t n_offloaded;            /* values sent to the host tier and back */
+    size_t offloaded_bytes;         /* their bytes */
 } remat_plan_info;
 
 /*
@@ -329,12 +341,29 @@ typedef struct remat_sim_result {
     double overhead;              /* recomputed cost / forward cost */
     size_t n_steps;
     size_t peak_step;             /* index of the step at the peak */
+    /* The host tier and the time model (ops take their FLOPs at a fixed rate, copies
+     * their bytes at the bandwidth on one copy engine, in issue order; a WAIT stalls
+     * compute until its copy is done). */
+    size_t host_peak_bytes;       /* most bytes held on the host tier at once */
+    size_t transfer_bytes;        /* bytes copied out and back */
+    double compute_seconds;       /* every FWD and BWD, recomputations included */
+    double transfer_seconds;      /* the copy engine's busy time */
+    double stall_seconds;         /* compute waiting on copies */
+    double total_seconds;         /* compute + stalls */
 } remat_sim_result;
 
+typedef struct remat_sim_opts {
+    double bandwidth;             /* bytes/s; 0: REMAT_DEFAULT_BANDWIDTH */
+    double flops;                 /* FLOP/s; 0: REMAT_DEFAULT_FLOPS */
+} remat_sim_opts;
+
 /* Checks the schedule's validity (REMAT_ERR_INVALID with the step and reason) and
- * measures it. */
+ * measures it (the time model at the defaults). */
 remat_status remat_sim_run(const remat_tgraph *tg, const remat_schedule *s,
                            remat_sim_result *res);
+/* The same with the time model's rates (o may be NULL). */
+remat_status remat_sim_run_opts(const remat_tgraph *tg, const remat_schedule *s,
+                                const remat_sim_opts *o, remat_sim_result *res);
 /* Live plan-controlled bytes after each step (before later frees): n_steps entries. */
 remat_status remat_sim_timeline(const remat_tgraph *tg, const remat_schedule *s,
                                 size_t *live, size_t n);
@@ -355,6 +384,8 @@ typedef struct remat_train_opts {
     int threads;            /* cpu backend threads; 0: all cores */
     uint64_t seed;          /* parameters, synthetic data and dropout masks */
     float lr, momentum, weight_decay; /* SGD, as torch.optim.SGD */
+    const char *host_file;  /* the host tier (offloaded values) in this file, mapped;
+                               NULL: in memory */
 } remat_train_opts;
 
 /* The defaults: ref backend, seed 1, lr 0.01, momentum 0.9, weight decay 1e-4. */
@@ -403,6 +434,12 @@ typedef struct remat_train_stats {
     size_t arena_bytes;          /* the arena's size (>= the peak: fragmentation) */
     size_t resident_bytes;
     int64_t steps;
+    size_t planned_host_bytes;   /* the simulator's host-tier peak */
+    size_t measured_host_bytes;  /* the most host-tier bytes held at once while running */
+    size_t host_bytes;           /* the host tier's size */
+    size_t transfer_bytes;       /* bytes copied out and back, all steps */
+    double copy_seconds;         /* time the copies took, all steps */
+    double wait_seconds;         /* time WAIT steps blocked, all steps */
 } remat_train_stats;
 
 void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st);

@@ -18,7 +18,7 @@
 
 remat_train_opts remat_train_opts_default(void)
 {
-    remat_train_opts o = {REMAT_BACKEND_REF, 0, 1, 0.01f, 0.9f, 1e-4f};
+    remat_train_opts o = {REMAT_BACKEND_REF, 0, 1, 0.01f, 0.9f, 1e-4f, NULL};
 
     return o;
 }

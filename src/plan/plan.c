@@ -54,7 +54,7 @@ static bool is_dp(remat_strategy s)
 
 /* The last pass of every plan of a graph that can be trained: the same gradient bits
  * from every plan (plan_canonical_grads). Dumps have no kernels to run. */
-static remat_status plan_finish(const remat_tgraph *tg, remat_schedule **s)
+remat_status planner_finish(const remat_tgraph *tg, remat_schedule **s)
 {
     remat_schedule *c = NULL;
     remat_status st;
@@ -80,7 +80,7 @@ static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
         return st;
     if ((st = chain_lower(tg, d, c, out)))
         return st;
-    return plan_finish(tg, out);
+    return planner_finish(tg, out);
 }
 
 /* Bytes outside the plan's control: the resident bytes and the backend's workspace. */
@@ -220,7 +220,7 @@ static remat_status plan_heuristic(const remat_tgraph *tg, const remat_plan_opts
     if ((st = dag_build(tg, &d)))
         return st;
     if (o->strategy == REMAT_STRATEGY_SUPERNEURONS)
-        st = plan_superneurons(tg, &d, budget, out, info);
+        st = plan_superneurons(tg, &d, o, budget, out, info);
     else
         st = plan_chen(tg, &d, o->strategy == REMAT_STRATEGY_CHEN_GREEDY, budget, out, info);
     dag_fini(&d);
@@ -307,6 +307,9 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
         /* With budget min, a budget of 0 makes them take their least-peak variant. */
         st = plan_heuristic(tg, &opts, opts.budget_min ? 0 : budget, out, info);
         break;
+    case REMAT_STRATEGY_HYBRID:
+        st = plan_hybrid(tg, &opts, &budget, out, info);
+        break;
     default:
         st = planner_other(tg, &opts, &budget, out, info);
         if (!st && opts.strategy == REMAT_STRATEGY_OPTIMAL)
@@ -315,7 +318,8 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     }
     if (st)
         goto fail;
-    if (!is_dp(opts.strategy) && (st = plan_finish(tg, out)))
+    if (!is_dp(opts.strategy) && opts.strategy != REMAT_STRATEGY_SUPERNEURONS &&
+        opts.strategy != REMAT_STRATEGY_HYBRID && (st = planner_finish(tg, out)))
         goto fail;
     /* Every plan is measured by the simulator; a plan above its budget is refused. */
     if ((st = planner_sim_peak(tg, *out, &peak)))

@@ -30,14 +30,39 @@ remat_status plan_chen(const remat_tgraph *tg, const struct dag *d, bool greedy,
                        remat_schedule **out, remat_plan_info *info);
 /* SuperNeurons' cost-aware recomputation: convolution and linear outputs are kept, the
  * rest recomputed from them for the backward, once per segment (speed-centric) or
- * before each backward step (memory-centric) when the first does not fit. */
-remat_status plan_superneurons(const remat_tgraph *tg, const struct dag *d, size_t budget,
-                               remat_schedule **out, remat_plan_info *info);
+ * before each backward step (memory-centric); the kept outputs go to the host tier
+ * when the plan does not fit (unless o->no_offload). The first of speed-centric,
+ * speed-centric with offload, memory-centric with offload that fits the budget, else
+ * the one of least peak. The result is finished (planner_finish). */
+remat_status plan_superneurons(const remat_tgraph *tg, const struct dag *d,
+                               const remat_plan_opts *o, size_t budget, remat_schedule **out,
+                               remat_plan_info *info);
+/* SuperNeurons' checkpoints: the outputs of convolutions and linear layers. */
+bool planner_is_checkpoint(const struct top *op);
 /* Lowering from a set of kept nodes: forward everything, then the backward in reverse
  * topological order, recomputing what a step reads from kept (or still cached) values;
  * memory_centric drops the recomputed values after each backward step. */
 remat_status lower_keep(const remat_tgraph *tg, const struct dag *d, const bool *kept,
                         bool memory_centric, remat_schedule **out);
+
+/*
+ * The host tier (offload.c): forward values of s (a finished plan without host steps)
+ * that cand marks (NULL: any) go out to the host between their forward and backward
+ * uses when s's peak passes *target: first all of them, then those that still fit come
+ * back (kept), then each copy gets as much compute to hide behind as *target allows
+ * (the time model: flops FLOP/s, bandwidth bytes/s). When even all of them out does
+ * not bring the peak to *target, *target becomes that least peak. *out is the new
+ * schedule (a copy of s when nothing goes out); info (may be NULL) gets the counts.
+ */
+remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const bool *cand,
+                          size_t *target, double bandwidth, double flops,
+                          remat_schedule **out, remat_plan_info *info);
+/* The last pass of every plan of a trainable graph (plan_canonical_grads), in place;
+ * before plan_offload. */
+remat_status planner_finish(const remat_tgraph *tg, remat_schedule **s);
+/* The keep / recompute / offload planner (hybrid.c): see docs/planners.md. */
+remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
+                         remat_schedule **out, remat_plan_info *info);
 
 /* The simulated activation peak of a schedule (SIZE_MAX when it is invalid). */
 remat_status planner_sim_peak(const remat_tgraph *tg, const remat_schedule *s, size_t *peak);

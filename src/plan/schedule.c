@@ -50,6 +50,21 @@ remat_status schedule_push(remat_schedule *s, remat_step_kind kind, int32_t id)
     return REMAT_OK;
 }
 
+remat_status schedule_copy(const remat_schedule *s, remat_schedule **out)
+{
+    remat_status st = schedule_new(s->al.fn ? &s->al : NULL, out);
+
+    for (size_t i = 0; i < s->n && !st; i++)
+        st = schedule_push(*out, s->steps[i].kind, s->steps[i].id);
+    if (!st)
+        (*out)->file_order = s->file_order;
+    if (st) {
+        remat_schedule_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 size_t remat_schedule_n_steps(const remat_schedule *s)
 {
     return s ? s->n : 0;

@@ -17,6 +17,7 @@ struct remat_schedule {
 
 remat_status schedule_new(const remat_allocator *a, remat_schedule **out);
 remat_status schedule_push(remat_schedule *s, remat_step_kind kind, int32_t id);
+remat_status schedule_copy(const remat_schedule *s, remat_schedule **out);
 
 /*
  * The plan-controlled buffers a FWD or BWD step touches: reads[] (inputs it needs

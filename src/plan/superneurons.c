@@ -7,7 +7,9 @@
  * the nearest checkpoints when a backward step reads it. Speed-centric keeps each
  * recomputed value until its last reader (one recomputation per segment);
  * memory-centric recomputes before every backward step that needs it, so only one
- * step's worth is alive. The plan takes speed-centric when it fits the budget.
+ * step's worth is alive. When speed-centric does not fit the budget, the kept outputs go
+ * to the host tier between their forward and backward uses (offload.c), as far as
+ * needed; when that does not fit either, memory-centric with offload.
  */
 #include "plan/planners.h"
 #include "plan/schedule.h"
@@ -102,7 +104,7 @@ out:
     return st;
 }
 
-static bool is_checkpoint(const struct top *op)
+bool planner_is_checkpoint(const struct top *op)
 {
     if (op->type >= 0)
         return op->type == REMAT_OP_CONV2D || op->type == REMAT_OP_CONV_TRANSPOSE2D ||
@@ -111,28 +113,67 @@ static bool is_checkpoint(const struct top *op)
            !strncmp(op->type_name, "Linear", 6);
 }
 
-remat_status plan_superneurons(const remat_tgraph *tg, const struct dag *d, size_t budget,
-                               remat_schedule **out, remat_plan_info *info)
+remat_status plan_superneurons(const remat_tgraph *tg, const struct dag *d,
+                               const remat_plan_opts *o, size_t budget, remat_schedule **out,
+                               remat_plan_info *info)
 {
     const remat_allocator *a = tgraph_al(tg);
     bool *kept = core_calloc(a, (size_t)d->n + 1, sizeof *kept);
-    size_t peak = SIZE_MAX;
-    remat_status st;
+    bool *cand = core_calloc(a, (size_t)tg->n_values + 1, sizeof *cand);
+    size_t best_peak = SIZE_MAX;
+    remat_plan_info pi = {0};
+    remat_status st = REMAT_OK;
 
     *out = NULL;
-    if (!kept)
-        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
-    for (int32_t v = 0; v < d->n; v++)
-        kept[v] = is_checkpoint(&tg->ops[d->op[v]]);
-    if ((st = lower_keep(tg, d, kept, false, out)) || (st = planner_sim_peak(tg, *out, &peak)))
+    if (!kept || !cand) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
         goto out;
-    if (peak > budget) {
-        remat_schedule_free(*out);
-        *out = NULL;
-        st = lower_keep(tg, d, kept, true, out);
+    }
+    for (int32_t v = 0; v < d->n; v++) {
+        const struct top *op = &tg->ops[d->op[v]];
+
+        kept[v] = planner_is_checkpoint(op);
+        for (int32_t j = 0; j < op->n_out && kept[v]; j++)
+            cand[tg->values[op->out[j]].buf] = true;
+    }
+    /* speed-centric, speed-centric with offload, memory-centric with offload */
+    for (int k = 0; k < 3 && best_peak > budget; k++) {
+        remat_schedule *s = NULL, *so = NULL;
+        size_t peak, target = budget;
+
+        if (k == 1 && o->no_offload)
+            continue;
+        if ((st = lower_keep(tg, d, kept, k == 2, &s)) || (st = planner_finish(tg, &s)))
+            break;
+        if (k > 0 && !o->no_offload) {
+            st = plan_offload(tg, s, cand, &target, o->bandwidth, o->flops, &so, &pi);
+            remat_schedule_free(s);
+            s = so;
+            if (st)
+                break;
+        }
+        if ((st = planner_sim_peak(tg, s, &peak))) {
+            remat_schedule_free(s);
+            break;
+        }
+        if (peak < best_peak) {
+            remat_schedule_free(*out);
+            *out = s;
+            best_peak = peak;
+            if (info) {
+                info->n_offloaded = k ? pi.n_offloaded : 0;
+                info->offloaded_bytes = k ? pi.offloaded_bytes : 0;
+            }
+        } else {
+            remat_schedule_free(s);
+        }
     }
 out:
+    if (st) {
+        remat_schedule_free(*out);
+        *out = NULL;
+    }
     core_free(a, kept, sizeof *kept * ((size_t)d->n + 1));
-    (void)info;
+    core_free(a, cand, sizeof *cand * ((size_t)tg->n_values + 1));
     return st;
 }

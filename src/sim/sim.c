@@ -11,10 +11,24 @@
  *
  * Memory: after each step, the live bytes of plan-controlled buffers (forward values
  * and gradients of op outputs); the peak is their maximum. Work: O(steps x touches).
+ *
+ * The host tier: OFFLOAD b starts copying a live forward value out (b stays on the
+ * device and may still be read; FREE b must wait for the copy: WAIT b first); PREFETCH
+ * b allocates b on the device again and starts copying it back from the host, and
+ * nothing may read b until WAIT b, which also releases the host copy. Every copy must
+ * be waited for and every host copy brought back by the end.
+ *
+ * Time: each FWD or BWD runs for its FLOPs at a fixed rate on the compute clock; a
+ * copy starts when it is issued or when the copy engine finishes the one before (one
+ * engine, issue order) and takes bytes / bandwidth; WAIT moves the compute clock to
+ * the copy's end when it is later (a stall).
  */
 #include "plan/schedule.h"
 
 #include <string.h>
+
+/* A buffer's host-tier state. */
+enum { H_NONE = 0, H_OUT, H_HOST, H_IN };
 
 struct sim {
     const remat_tgraph *tg;
@@ -22,8 +36,11 @@ struct sim {
     bool *live;
     int32_t *fwd_count, *bwd_count, *grad_done;
     int32_t *reads, *makes;
-    size_t cur, peak, peak_step;
-    double recompute;
+    unsigned char *host;      /* per buffer: H_* */
+    double *copy_end;         /* per buffer: when its pending copy finishes */
+    size_t cur, peak, peak_step, host_cur;
+    double recompute, bw, flops, clock, engine;
+    remat_sim_result *res;
 };
 
 static remat_status bad(size_t i, const char *what)
@@ -45,12 +62,18 @@ static remat_status step_fwd(struct sim *m, size_t i, int32_t o)
     int32_t nr, nm;
 
     step_touch(tg, (remat_step){REMAT_STEP_FWD, o}, m->reads, &nr, m->makes, &nm);
-    for (int32_t j = 0; j < nr; j++)
+    for (int32_t j = 0; j < nr; j++) {
         if (m->strict && !m->live[m->reads[j]])
             return bad_buf(m, i, "FWD reads a value that is not live:", m->reads[j]);
+        if (m->host[m->reads[j]] == H_IN)
+            return bad_buf(m, i, "FWD reads a value before its prefetch is waited for:",
+                           m->reads[j]);
+    }
     for (int32_t j = 0; j < nm; j++) {
         int32_t b = m->makes[j];
 
+        if (m->host[b] != H_NONE)
+            return bad_buf(m, i, "FWD recomputes a value held on the host tier:", b);
         if (m->live[b]) {
             if (m->strict)
                 return bad_buf(m, i, "FWD recomputes a value that is still live:", b);
@@ -78,9 +101,13 @@ static remat_status step_bwd(struct sim *m, size_t i, int32_t o)
     if (m->strict && m->fwd_count[o] == 0)
         return bad(i, "BWD before the op's forward");
     step_touch(tg, (remat_step){REMAT_STEP_BWD, o}, m->reads, &nr, m->makes, &nm);
-    for (int32_t j = 0; j < nr; j++)
+    for (int32_t j = 0; j < nr; j++) {
         if (m->strict && !m->live[m->reads[j]])
             return bad_buf(m, i, "BWD reads a buffer that is not live:", m->reads[j]);
+        if (m->host[m->reads[j]] == H_IN)
+            return bad_buf(m, i, "BWD reads a value before its prefetch is waited for:",
+                           m->reads[j]);
+    }
     for (int32_t j = 0; m->strict && j < op->n_gin; j++) {
         int32_t b = tg->values[op->gin[j]].buf;
 
@@ -105,14 +132,86 @@ static remat_status step_bwd(struct sim *m, size_t i, int32_t o)
     return REMAT_OK;
 }
 
-static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s, size_t *live,
-                             remat_sim_result *res)
+/* Starts a copy of b on the engine. */
+static void copy_start(struct sim *m, int32_t b)
+{
+    size_t bytes = tgraph_buf_bytes(m->tg, b);
+    double t = (double)bytes / m->bw, start = m->clock > m->engine ? m->clock : m->engine;
+
+    m->engine = start + t;
+    m->copy_end[b] = m->engine;
+    if (m->res) {
+        m->res->transfer_bytes += bytes;
+        m->res->transfer_seconds += t;
+    }
+}
+
+static remat_status step_host(struct sim *m, size_t i, remat_step step)
+{
+    const remat_tgraph *tg = m->tg;
+    int32_t b = step.id;
+
+    if (b < 0 || b >= 2 * tg->n_values)
+        return bad(i, "bad buffer id");
+    switch (step.kind) {
+    case REMAT_STEP_OFFLOAD:
+        if (b >= tg->n_values || tg->values[b].producer < 0)
+            return bad_buf(m, i, "OFFLOAD of a buffer that is not a forward value:", b);
+        if (!m->live[b] || m->host[b] != H_NONE)
+            return bad_buf(m, i, m->live[b] ? "OFFLOAD of a value already on the host tier:"
+                                            : "OFFLOAD of a value that is not live:", b);
+        m->host[b] = H_OUT;
+        m->host_cur += tgraph_buf_bytes(tg, b);
+        copy_start(m, b);
+        break;
+    case REMAT_STEP_PREFETCH:
+        if (m->host[b] != H_HOST || m->live[b])
+            return bad_buf(m, i, m->live[b] ? "PREFETCH of a value that is still live:"
+                                            : "PREFETCH of a value not held on the host tier:", b);
+        m->host[b] = H_IN;
+        m->live[b] = true;
+        m->cur += tgraph_buf_bytes(tg, b);
+        copy_start(m, b);
+        break;
+    default: /* WAIT */
+        if (m->host[b] != H_OUT && m->host[b] != H_IN)
+            return bad_buf(m, i, "WAIT for a buffer with no copy under way:", b);
+        if (m->copy_end[b] > m->clock) {
+            if (m->res)
+                m->res->stall_seconds += m->copy_end[b] - m->clock;
+            m->clock = m->copy_end[b];
+        }
+        if (m->host[b] == H_IN) {
+            m->host[b] = H_NONE;
+            m->host_cur -= tgraph_buf_bytes(tg, b);
+        } else {
+            m->host[b] = H_HOST;
+        }
+    }
+    return REMAT_OK;
+}
+
+/* The compute time of a FWD or BWD step. */
+static void tick(struct sim *m, remat_step step)
+{
+    const struct top *op = &m->tg->ops[step.id];
+    double t = (step.kind == REMAT_STEP_FWD ? op->fwd_flops : op->bwd_flops) / m->flops;
+
+    m->clock += t;
+    if (m->res)
+        m->res->compute_seconds += t;
+}
+
+static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
+                             const remat_sim_opts *o, size_t *live, remat_sim_result *res)
 {
     const remat_allocator *a = tgraph_al(tg);
     size_t nb = 2 * (size_t)tg->n_values, no = (size_t)tg->n_ops, mt;
-    struct sim m = {.tg = tg, .strict = !s->file_order};
+    struct sim m = {.tg = tg, .strict = !s->file_order, .res = res};
     remat_status st = REMAT_OK;
 
+    m.bw = o && o->bandwidth > 0 ? o->bandwidth : REMAT_DEFAULT_BANDWIDTH;
+    m.flops = o && o->flops > 0 ? o->flops : REMAT_DEFAULT_FLOPS;
     mt = (size_t)step_max_touch(tg);
     m.live = core_calloc(a, nb, sizeof *m.live);
     m.fwd_count = core_calloc(a, no, sizeof *m.fwd_count);
@@ -120,7 +219,10 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s, si
     m.grad_done = core_calloc(a, nb, sizeof *m.grad_done);
     m.reads = core_calloc(a, mt, sizeof *m.reads);
     m.makes = core_calloc(a, mt, sizeof *m.makes);
-    if (!m.live || !m.fwd_count || !m.bwd_count || !m.grad_done || !m.reads || !m.makes) {
+    m.host = core_calloc(a, nb, sizeof *m.host);
+    m.copy_end = core_calloc(a, nb, sizeof *m.copy_end);
+    if (!m.live || !m.fwd_count || !m.bwd_count || !m.grad_done || !m.reads || !m.makes ||
+        !m.host || !m.copy_end) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the simulator");
         goto out;
     }
@@ -136,20 +238,30 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s, si
             }
             st = step.kind == REMAT_STEP_FWD ? step_fwd(&m, i, step.id)
                                              : step_bwd(&m, i, step.id);
+            tick(&m, step);
             break;
         case REMAT_STEP_FREE:
             if (step.id < 0 || (size_t)step.id >= nb) {
                 st = bad(i, "bad buffer id");
             } else if (!m.live[step.id]) {
                 st = bad_buf(&m, i, "FREE of a buffer that is not live:", step.id);
+            } else if (m.host[step.id] == H_OUT || m.host[step.id] == H_IN) {
+                st = bad_buf(&m, i, "FREE of a buffer whose copy is not waited for:", step.id);
             } else {
                 m.live[step.id] = false;
                 m.cur -= tgraph_buf_bytes(tg, step.id);
             }
             break;
+        case REMAT_STEP_OFFLOAD:
+        case REMAT_STEP_PREFETCH:
+        case REMAT_STEP_WAIT:
+            st = step_host(&m, i, step);
+            break;
         default:
-            st = bad(i, "bad step kind (offload is not supported yet)");
+            st = bad(i, "bad step kind");
         }
+        if (res && m.host_cur > res->host_peak_bytes)
+            res->host_peak_bytes = m.host_cur;
         if (m.cur > m.peak) {
             m.peak = m.cur;
             m.peak_step = i;
@@ -157,19 +269,25 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s, si
         if (live)
             live[i] = m.cur;
     }
-    for (int32_t o = 0; o < tg->n_ops && !st; o++) {
-        if (tg->ops[o].has_bwd && m.bwd_count[o] != 1)
+    for (size_t b = 0; b < nb && !st; b++)
+        if (m.host[b] != H_NONE)
+            st = bad_buf(&m, s->n, m.host[b] == H_HOST ? "the schedule ends with a value on "
+                         "the host tier that never came back:" : "the schedule ends with a "
+                         "copy not waited for:", (int32_t)b);
+    for (int32_t p = 0; p < tg->n_ops && !st; p++) {
+        if (tg->ops[p].has_bwd && m.bwd_count[p] != 1)
             st = REMAT_FAIL(REMAT_ERR_INVALID, "the schedule never runs the backward of op "
-                            "%d (%s)", o, tg->ops[o].type_name);
-        else if (m.fwd_count[o] == 0)
+                            "%d (%s)", p, tg->ops[p].type_name);
+        else if (m.fwd_count[p] == 0)
             st = REMAT_FAIL(REMAT_ERR_INVALID, "the schedule never runs the forward of op "
-                            "%d (%s)", o, tg->ops[o].type_name);
+                            "%d (%s)", p, tg->ops[p].type_name);
     }
     if (res) {
         res->activation_peak_bytes = m.peak;
         res->peak_step = m.peak_step;
         res->n_steps = s->n;
         res->overhead = m.recompute;
+        res->total_seconds = m.clock;
     }
 out:
     core_free(a, m.live, nb * sizeof *m.live);
@@ -178,6 +296,8 @@ out:
     core_free(a, m.grad_done, nb * sizeof *m.grad_done);
     core_free(a, m.reads, mt * sizeof *m.reads);
     core_free(a, m.makes, mt * sizeof *m.makes);
+    core_free(a, m.host, nb * sizeof *m.host);
+    core_free(a, m.copy_end, nb * sizeof *m.copy_end);
     return st;
 }
 
@@ -222,13 +342,19 @@ static remat_status lower_bound(const remat_tgraph *tg, size_t *out)
 remat_status remat_sim_run(const remat_tgraph *tg, const remat_schedule *s,
                            remat_sim_result *res)
 {
+    return remat_sim_run_opts(tg, s, NULL, res);
+}
+
+remat_status remat_sim_run_opts(const remat_tgraph *tg, const remat_schedule *s,
+                                const remat_sim_opts *o, remat_sim_result *res)
+{
     double fwd_cost = 0;
     remat_status st;
 
     if (!tg || !s || !res)
         return REMAT_FAIL(REMAT_ERR_ARG, "remat_sim_run needs a graph, a schedule and a result");
     memset(res, 0, sizeof *res);
-    if ((st = sim_walk(tg, s, NULL, res)) || (st = lower_bound(tg, &res->lower_bound_bytes)))
+    if ((st = sim_walk(tg, s, o, NULL, res)) || (st = lower_bound(tg, &res->lower_bound_bytes)))
         return st;
     for (int32_t v = 0; v < tg->n_values; v++) {
         const struct tvalue *tv = &tg->values[v];
@@ -251,5 +377,5 @@ remat_status remat_sim_timeline(const remat_tgraph *tg, const remat_schedule *s,
     if (!tg || !s || !live || n < s->n)
         return REMAT_FAIL(REMAT_ERR_ARG, "the timeline needs room for %zu steps",
                           s ? s->n : 0);
-    return sim_walk(tg, s, live, NULL);
+    return sim_walk(tg, s, NULL, live, NULL);
 }

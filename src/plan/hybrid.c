@@ -1,0 +1,202 @@
+/*
+ * hybrid.c - the keep / recompute / offload planner.
+ *
+ * Every forward value is kept, recomputed or offloaded. The planner draws the
+ * recomputation side from plans it already has: the Kusumoto et al. time-centric chains
+ * of the approximate lattice at budgets spread geometrically from the DP's minimum to
+ * the peak of `none` (each keeps less and recomputes more than the next), its
+ * memory-centric chain at the minimum, SuperNeurons' speed- and memory-centric
+ * keep sets, and `none` itself. Each is then given the host tier (offload.c) with every
+ * value a candidate: what still passes the budget goes out and back, copies timed to
+ * hide behind compute at the given bandwidth. Of the results within the budget, the
+ * one of least simulated time (compute, recomputation and copy stalls) wins; ties go
+ * to the lower peak. With budget min, the budget is first the least peak any of them
+ * reaches with offload.
+ *
+ * A DP chain at a budget above the target is the point: its kept values need not stay
+ * on the device, so the DP can keep more and recompute less, and the copies pay for
+ * the difference where the compute hides them.
+ */
+#include "plan/kusumoto.h"
+#include "plan/planners.h"
+#include "plan/schedule.h"
+
+#include <math.h>
+#include <string.h>
+
+#define N_SWEEP 8
+#define MAX_BASE (N_SWEEP + 4)
+
+struct bases {
+    remat_schedule *s[MAX_BASE];
+    int n;
+};
+
+static remat_status add_base(const remat_tgraph *tg, struct bases *b, remat_schedule *s)
+{
+    remat_status st = planner_finish(tg, &s);
+
+    if (st) {
+        remat_schedule_free(s);
+        return st;
+    }
+    b->s[b->n++] = s;
+    return REMAT_OK;
+}
+
+/* The plans to start from. */
+static remat_status make_bases(const remat_tgraph *tg, const remat_plan_opts *o,
+                               struct bases *b)
+{
+    struct dag d;
+    struct lsets ls = {0};
+    struct chain c = {0, NULL, NULL};
+    struct dp_result res;
+    size_t lo = 0, hi = 0;
+    bool *kept = NULL;
+    remat_schedule *s = NULL;
+    remat_status st;
+
+    (void)o;
+    if ((st = dag_build(tg, &d)))
+        return st;
+    c.block = core_calloc(d.al, (size_t)d.n + 1, sizeof *c.block);
+    c.kept = core_calloc(d.al, (size_t)d.n + 1, sizeof *c.kept);
+    kept = core_calloc(d.al, (size_t)d.n + 1, sizeof *kept);
+    if (!c.block || !c.kept || !kept) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+        goto out;
+    }
+    if ((st = remat_plan_none(tg, &s)) || (st = add_base(tg, b, s)))
+        goto out;
+    hi = SIZE_MAX;
+    if ((st = planner_sim_peak(tg, b->s[0], &hi)))
+        goto out;
+    for (int32_t v = 0; v < d.n; v++)
+        kept[v] = planner_is_checkpoint(&tg->ops[d.op[v]]); /* SuperNeurons' keep sets */
+    for (int k = 0; k < 2; k++)
+        if ((st = lower_keep(tg, &d, kept, k == 1, &s)) || (st = add_base(tg, b, s)))
+            goto out;
+    /* the DP's chains */
+    if ((st = lsets_build(&d, LS_APPROX, NULL, 0, &ls)) || (st = kusumoto_min_budget(&d, &ls, &lo)))
+        goto out;
+    if ((st = kusumoto_plan(&d, &ls, true, lo, &c, &res)))
+        goto out;
+    if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))
+        goto out;
+    for (int j = 0; j < N_SWEEP && hi > lo && lo > 0; j++) {
+        double f = (double)j / (N_SWEEP - 1);
+        size_t at = (size_t)((double)lo * pow((double)hi / (double)lo, f));
+
+        if ((st = kusumoto_plan(&d, &ls, false, at, &c, &res)))
+            goto out;
+        if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))
+            goto out;
+    }
+out:
+    core_free(d.al, c.block, sizeof *c.block * ((size_t)d.n + 1));
+    core_free(d.al, c.kept, sizeof *c.kept * ((size_t)d.n + 1));
+    core_free(d.al, kept, sizeof *kept * ((size_t)d.n + 1));
+    lsets_fini(&ls);
+    dag_fini(&d);
+    return st;
+}
+
+static void free_bases(struct bases *b)
+{
+    for (int i = 0; i < b->n; i++)
+        remat_schedule_free(b->s[i]);
+    b->n = 0;
+}
+
+/* The least peak base s reaches (every value a candidate for the host tier). */
+static remat_status least_peak(const remat_tgraph *tg, const remat_plan_opts *o,
+                               const remat_schedule *base, size_t *peak)
+{
+    remat_schedule *s = NULL;
+    size_t t = 0;
+    remat_status st;
+
+    *peak = SIZE_MAX;
+    if (o->no_offload)
+        return planner_sim_peak(tg, base, peak);
+    if (!(st = plan_offload(tg, base, NULL, &t, o->bandwidth, o->flops, &s, NULL)))
+        st = planner_sim_peak(tg, s, peak);
+    remat_schedule_free(s);
+    return st;
+}
+
+remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
+                         remat_schedule **out, remat_plan_info *info)
+{
+    struct bases b = {{NULL}, 0};
+    remat_sim_opts so = {o->bandwidth, o->flops};
+    remat_sim_result best = {0}, r;
+    remat_plan_info pi = {0};
+    remat_status st;
+    size_t target = *budget;
+
+    *out = NULL;
+    if ((st = make_bases(tg, o, &b)))
+        goto out;
+    if (o->budget_min) {
+        /* the least peak any base reaches, every value a candidate */
+        target = SIZE_MAX;
+        for (int i = 0; i < b.n && !st; i++) {
+            size_t peak;
+
+            if (!(st = least_peak(tg, o, b.s[i], &peak)) && peak < target)
+                target = peak;
+        }
+        if (st)
+            goto out;
+        *budget = target;
+    }
+    for (int i = 0; i < b.n; i++) {
+        remat_schedule *s = NULL;
+        size_t t = target;
+
+        if (o->no_offload) {
+            if ((st = schedule_copy(b.s[i], &s)))
+                goto out;
+            pi.n_offloaded = 0;
+            pi.offloaded_bytes = 0;
+        } else if ((st = plan_offload(tg, b.s[i], NULL, &t, o->bandwidth, o->flops, &s, &pi))) {
+            goto out;
+        }
+        if ((st = remat_sim_run_opts(tg, s, &so, &r))) {
+            remat_schedule_free(s);
+            goto out;
+        }
+        if (r.activation_peak_bytes > target ||
+            (*out && (r.total_seconds > best.total_seconds ||
+                      (r.total_seconds == best.total_seconds &&
+                       r.activation_peak_bytes >= best.activation_peak_bytes)))) {
+            remat_schedule_free(s);
+            continue;
+        }
+        remat_schedule_free(*out);
+        *out = s;
+        best = r;
+        info->n_offloaded = pi.n_offloaded;
+        info->offloaded_bytes = pi.offloaded_bytes;
+    }
+    if (!*out) {
+        size_t least = SIZE_MAX;
+
+        /* nothing fits: the least peak reachable, for the message */
+        for (int i = 0; i < b.n && !st; i++) {
+            size_t peak;
+
+            if (!(st = least_peak(tg, o, b.s[i], &peak)))
+                least = peak < least ? peak : least;
+        }
+        if (!st)
+            st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "hybrid: no plan fits an activation budget "
+                            "of %zu bytes; the least peak it reaches is %zu bytes%s", target,
+                            least, o->no_offload ? " without offload" : " with offload");
+    }
+out:
+    free_bases(&b);
+    return st;
+}

@@ -1,0 +1,314 @@
+/*
+ * offload.c - the host tier in a plan: which forward values go out to the host between
+ * their forward and backward uses, and where their copies start and end.
+ *
+ * A candidate is a forward value with one instance in the schedule whose reads fall
+ * on both sides of the first backward step, with room between them: r1 its last read
+ * before the backward begins (or its forward), r2 its first read after. Offloading it
+ * inserts, after base step r1, OFFLOAD; after step x >= r1, WAIT and FREE; after step
+ * z <= r2 - 1, PREFETCH; after step r2 - 1, WAIT. On the device it is then absent
+ * from the states after steps x+1 .. z-1 (the gap; z >= x + 2).
+ *
+ * The pass works on the base schedule's timeline of live bytes, lowered by each gap:
+ * 1. every candidate offloaded with the widest gap (x = r1, z = r2 - 1): the least
+ *    peak this schedule can reach by offloading; with no budget it becomes the target;
+ * 2. the cache: candidates taken back (kept on the device) while the peak stays within
+ *    the target, the first needed in the backward first (their copies are the hardest
+ *    to hide);
+ * 3. each remaining gap narrowed, as far as the target allows, until the copy fits
+ *    into the compute around it: WAIT and FREE later until the copy out (started when
+ *    the engine is free) has had time; PREFETCH earlier until the copy back (planned
+ *    backwards from its reader, latest first) has.
+ * The timeline counts a prefetched value as live from the end of step z, so the
+ * result's simulated peak never exceeds it.
+ */
+#include "plan/planners.h"
+#include "plan/schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct cand {
+    int32_t buf;
+    size_t bytes;
+    size_t r1, r2;    /* last forward-phase read, first backward-phase read */
+    size_t x, z;      /* FREE after x, PREFETCH after z */
+    bool off;
+};
+
+struct pass {
+    const remat_tgraph *tg;
+    const remat_schedule *s;
+    size_t n;
+    size_t *live;     /* base live bytes after each step, minus the gaps */
+    double *clock;    /* compute time at the end of each step */
+    struct cand *c;
+    int32_t nc;
+};
+
+static double step_seconds(const remat_tgraph *tg, remat_step st, double flops)
+{
+    if (st.kind == REMAT_STEP_FWD)
+        return tg->ops[st.id].fwd_flops / flops;
+    if (st.kind == REMAT_STEP_BWD)
+        return tg->ops[st.id].bwd_flops / flops;
+    return 0;
+}
+
+/* Finds the candidates: one pass records allocations, reads and the first BWD. */
+static remat_status find_cands(struct pass *p, const bool *cand)
+{
+    const remat_tgraph *tg = p->tg;
+    const remat_allocator *a = tgraph_al(tg);
+    int32_t nv = tg->n_values, mt = step_max_touch(tg), nr, nm;
+    int32_t *reads = core_calloc(a, (size_t)mt, sizeof *reads);
+    int32_t *makes = core_calloc(a, (size_t)mt, sizeof *makes);
+    int32_t *allocs = core_calloc(a, (size_t)nv + 1, sizeof *allocs);
+    size_t *r1 = core_calloc(a, (size_t)nv + 1, sizeof *r1);
+    size_t *r2 = core_calloc(a, (size_t)nv + 1, sizeof *r2);
+    size_t first_bwd = p->n;
+    remat_status st = REMAT_OK;
+
+    p->c = core_calloc(a, (size_t)nv + 1, sizeof *p->c);
+    if (!reads || !makes || !allocs || !r1 || !r2 || !p->c) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning the host tier");
+        goto out;
+    }
+    for (size_t i = 0; i < p->n; i++)
+        if (p->s->steps[i].kind == REMAT_STEP_BWD) {
+            first_bwd = i;
+            break;
+        }
+    for (int32_t b = 0; b < nv; b++)
+        r2[b] = SIZE_MAX;
+    for (size_t i = 0; i < p->n; i++) {
+        remat_step step = p->s->steps[i];
+
+        if (step.kind != REMAT_STEP_FWD && step.kind != REMAT_STEP_BWD)
+            continue;
+        step_touch(tg, step, reads, &nr, makes, &nm);
+        for (int32_t j = 0; j < nm; j++)
+            if (makes[j] < nv) {
+                allocs[makes[j]]++;
+                r1[makes[j]] = i;
+            }
+        for (int32_t j = 0; j < nr; j++) {
+            int32_t b = reads[j];
+
+            if (b >= nv)
+                continue;
+            if (i < first_bwd)
+                r1[b] = i;
+            else if (r2[b] == SIZE_MAX)
+                r2[b] = i;
+        }
+    }
+    for (int32_t b = 0; b < nv; b++) {
+        if (allocs[b] != 1 || r2[b] == SIZE_MAX || r1[b] >= first_bwd || r2[b] < r1[b] + 3 ||
+            tg->values[b].producer < 0 || !tg->values[b].bytes || (cand && !cand[b]))
+            continue;
+        p->c[p->nc++] = (struct cand){b, tg->values[b].bytes, r1[b], r2[b], r1[b], r2[b] - 1,
+                                      true};
+    }
+out:
+    core_free(a, reads, sizeof *reads * (size_t)mt);
+    core_free(a, makes, sizeof *makes * (size_t)mt);
+    core_free(a, allocs, sizeof *allocs * ((size_t)nv + 1));
+    core_free(a, r1, sizeof *r1 * ((size_t)nv + 1));
+    core_free(a, r2, sizeof *r2 * ((size_t)nv + 1));
+    return st;
+}
+
+static void gap_add(struct pass *p, const struct cand *c, bool remove)
+{
+    for (size_t k = c->x + 1; k < c->z; k++)
+        p->live[k] = remove ? p->live[k] - c->bytes : p->live[k] + c->bytes;
+}
+
+static size_t peak_of(const struct pass *p)
+{
+    size_t m = 0;
+
+    for (size_t k = 0; k < p->n; k++)
+        m = p->live[k] > m ? p->live[k] : m;
+    return m;
+}
+
+static int by_r1_desc(const void *x, const void *y)
+{
+    const struct cand *a = x, *b = y;
+
+    if (a->r1 != b->r1)
+        return a->r1 > b->r1 ? -1 : 1;
+    return a->buf < b->buf ? -1 : a->buf > b->buf;
+}
+
+static int by_r2_desc(const void *x, const void *y)
+{
+    const struct cand *a = x, *b = y;
+
+    if (a->r2 != b->r2)
+        return a->r2 > b->r2 ? -1 : 1;
+    return a->buf < b->buf ? -1 : a->buf > b->buf;
+}
+
+/* Narrows every gap (step 3). Candidates come sorted by r1 descending. */
+static void narrow(struct pass *p, size_t target, double bw)
+{
+    double engine = 0;
+
+    /* Copies out, in issue order (r1 ascending). */
+    for (int32_t i = p->nc; i-- > 0;) {
+        struct cand *c = &p->c[i];
+        double start, end;
+
+        if (!c->off)
+            continue;
+        start = p->clock[c->r1] > engine ? p->clock[c->r1] : engine;
+        end = start + (double)c->bytes / bw;
+        engine = end;
+        while (p->clock[c->x] < end && c->x + 2 < c->z && p->live[c->x + 1] + c->bytes <= target)
+            p->live[++c->x] += c->bytes;
+    }
+    /* Copies back, planned from the last needed to the first. */
+    qsort(p->c, (size_t)p->nc, sizeof *p->c, by_r2_desc);
+    engine = p->clock[p->n - 1] + 1;
+    for (int32_t i = 0; i < p->nc; i++) {
+        struct cand *c = &p->c[i];
+        double need, start;
+
+        if (!c->off)
+            continue;
+        need = p->clock[c->r2 - 1] < engine ? p->clock[c->r2 - 1] : engine;
+        start = need - (double)c->bytes / bw;
+        engine = start;
+        while (p->clock[c->z] > start && c->z > c->x + 2 && p->live[c->z - 1] + c->bytes <= target)
+            p->live[--c->z] += c->bytes;
+    }
+}
+
+struct event {
+    size_t after;   /* base step */
+    int order;      /* OFFLOAD, WAIT+FREE, PREFETCH, WAIT */
+    int32_t buf;
+};
+
+static int by_event(const void *x, const void *y)
+{
+    const struct event *a = x, *b = y;
+
+    if (a->after != b->after)
+        return a->after < b->after ? -1 : 1;
+    if (a->order != b->order)
+        return a->order - b->order;
+    return a->buf < b->buf ? -1 : a->buf > b->buf;
+}
+
+static remat_status emit(const struct pass *p, remat_schedule **out)
+{
+    const remat_allocator *a = tgraph_al(p->tg);
+    size_t ne = 0, e = 0;
+    struct event *ev = core_calloc(a, 4 * (size_t)p->nc + 1, sizeof *ev);
+    remat_schedule *s = NULL;
+    remat_status st;
+
+    if (!ev)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning the host tier");
+    for (int32_t i = 0; i < p->nc; i++) {
+        const struct cand *c = &p->c[i];
+
+        if (!c->off)
+            continue;
+        ev[ne++] = (struct event){c->r1, 0, c->buf};
+        ev[ne++] = (struct event){c->x, 1, c->buf};
+        ev[ne++] = (struct event){c->z, 2, c->buf};
+        ev[ne++] = (struct event){c->r2 - 1, 3, c->buf};
+    }
+    qsort(ev, ne, sizeof *ev, by_event);
+    if ((st = schedule_new(a, &s)))
+        goto out;
+    for (size_t i = 0; i < p->n && !st; i++) {
+        st = schedule_push(s, p->s->steps[i].kind, p->s->steps[i].id);
+        for (; e < ne && ev[e].after == i && !st; e++) {
+            static const remat_step_kind kind[] = {REMAT_STEP_OFFLOAD, REMAT_STEP_WAIT,
+                                                   REMAT_STEP_PREFETCH, REMAT_STEP_WAIT};
+
+            st = schedule_push(s, kind[ev[e].order], ev[e].buf);
+            if (!st && ev[e].order == 1)
+                st = schedule_push(s, REMAT_STEP_FREE, ev[e].buf);
+        }
+    }
+    if (!st) {
+        *out = s;
+        s = NULL;
+    }
+out:
+    remat_schedule_free(s);
+    core_free(a, ev, sizeof *ev * (4 * (size_t)p->nc + 1));
+    return st;
+}
+
+remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const bool *cand,
+                          size_t *target, double bandwidth, double flops,
+                          remat_schedule **out, remat_plan_info *info)
+{
+    const remat_allocator *a = tgraph_al(tg);
+    struct pass p = {tg, s, s->n, NULL, NULL, NULL, 0};
+    double bw = bandwidth > 0 ? bandwidth : REMAT_DEFAULT_BANDWIDTH;
+    double fl = flops > 0 ? flops : REMAT_DEFAULT_FLOPS;
+    remat_status st;
+    size_t peak;
+
+    *out = NULL;
+    if (!s->n)
+        return REMAT_FAIL(REMAT_ERR_ARG, "an empty schedule");
+    p.live = core_calloc(a, s->n, sizeof *p.live);
+    p.clock = core_calloc(a, s->n, sizeof *p.clock);
+    if (!p.live || !p.clock) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning the host tier");
+        goto out;
+    }
+    if ((st = remat_sim_timeline(tg, s, p.live, s->n)) || (st = find_cands(&p, cand)))
+        goto out;
+    for (size_t i = 0; i < s->n; i++)
+        p.clock[i] = (i ? p.clock[i - 1] : 0) + step_seconds(tg, s->steps[i], fl);
+    peak = peak_of(&p);
+    if (peak <= *target || !p.nc) {
+        for (int32_t i = 0; i < p.nc; i++)
+            p.c[i].off = false;
+    } else {
+        qsort(p.c, (size_t)p.nc, sizeof *p.c, by_r1_desc);
+        for (int32_t i = 0; i < p.nc; i++)
+            gap_add(&p, &p.c[i], true);
+        peak = peak_of(&p);
+        if (peak > *target)
+            *target = peak; /* the least this schedule reaches: the caller compares */
+        for (int32_t i = 0; i < p.nc; i++) {
+            struct cand *c = &p.c[i];
+            bool fits = true;
+
+            for (size_t k = c->x + 1; k < c->z && fits; k++)
+                fits = p.live[k] + c->bytes <= *target;
+            if (fits) {
+                gap_add(&p, c, false);
+                c->off = false;
+            }
+        }
+        narrow(&p, *target, bw);
+    }
+    if (info) {
+        info->n_offloaded = 0;
+        info->offloaded_bytes = 0;
+        for (int32_t i = 0; i < p.nc; i++)
+            if (p.c[i].off) {
+                info->n_offloaded++;
+                info->offloaded_bytes += p.c[i].bytes;
+            }
+    }
+    st = emit(&p, out);
+out:
+    core_free(a, p.live, sizeof *p.live * s->n);
+    core_free(a, p.clock, sizeof *p.clock * s->n);
+    core_free(a, p.c, sizeof *p.c * ((size_t)tg->n_values + 1));
+    return st;
+}
