@@ -23,6 +23,14 @@ bool cli_parse_backend(const char *opt, const char *s, remat_backend_kind *out);
 /* --backend and --threads into *to: 1 when argv[*i] was one of them, 0 when not, -1 on a
  * bad value (printed). */
 int cli_backend_option(remat_train_opts *to, int argc, char **argv, int *i);
+/* --bandwidth, --flops and --no-offload into *po: as cli_backend_option. */
+int cli_offload_option(remat_plan_opts *po, int argc, char **argv, int *i);
+#define CLI_OFFLOAD_HELP                                                                 \
+    "  --bandwidth B       host-tier copy bandwidth per second for offload plans (a byte\n" \
+    "                      count with a unit: 12GB, the default, is PCIe 3.0 x16)\n"    \
+    "  --flops F           compute rate for the same time model, FLOP/s (10e12, 10T;\n" \
+    "                      default 10T)\n"                                                \
+    "  --no-offload        superneurons and hybrid: keep everything on the device\n"
 bool cli_parse_hw(const char *opt, const char *s, int64_t *h, int64_t *w);
 /* The value of an option (argv[*i + 1]), advancing *i; NULL with a message if missing. */
 const char *cli_value(int argc, char **argv, int *i);

@@ -21,7 +21,9 @@ static void help(FILE *f)
             "  --base-channels C   U-Net's first-level channels (default 64)\n"
             "  --strategy S        none (the default: keep what the backward reads),\n"
             "                      approx-tc, approx-mc, exact-tc, exact-mc (Kusumoto et al.),\n"
-            "                      chen-sqrtn, chen-greedy, superneurons, optimal\n"
+            "                      chen-sqrtn, chen-greedy, superneurons (offloads its\n"
+            "                      checkpoints when they do not fit), optimal, hybrid (keep,\n"
+            "                      recompute or offload each value: least simulated time)\n"
             "  --budget B|min      total memory: bytes with a unit (4GiB, 512MB) or min, the\n"
             "                      smallest budget the strategy can meet; resident bytes\n"
             "                      (parameters, gradients, momentum, inputs) count in it\n"
@@ -36,7 +38,7 @@ static void help(FILE *f)
             "  --backend ref|cpu   count that backend's workspace (its kernels' scratch, as\n"
             "                      `remat train` will hold it) in the budget and the peak\n"
             "  --threads T         the cpu backend's threads (its scratch depends on them)\n"
-            "  --schedule FILE     write the schedule as JSON\n"
+            "  --schedule FILE     write the schedule as JSON\n" CLI_OFFLOAD_HELP
             "  --json              print the figures as one JSON object\n");
 }
 
@@ -115,6 +117,14 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
     printf("lower limit      %s bytes (largest single step); peak is %.2fx\n",
            cli_commas(r->lower_bound_bytes, a, sizeof a), ratio);
     printf("overhead         %.3f (recomputed cost / forward cost)\n", r->overhead);
+    if (pi->n_offloaded)
+        printf("host tier        %d values offloaded (%s bytes), host peak %s bytes\n",
+               pi->n_offloaded, cli_commas(pi->offloaded_bytes, a, sizeof a),
+               cli_commas(r->host_peak_bytes, b, sizeof b));
+    printf("time model       %.4f s: compute %.4f s, copies %.4f s (%.0f%% hidden), stalls "
+           "%.4f s\n", r->total_seconds, r->compute_seconds, r->transfer_seconds,
+           r->transfer_seconds > 0 ? 100 * (1 - r->stall_seconds / r->transfer_seconds) : 100,
+           r->stall_seconds);
     printf("steps            %zu (peak after step %zu)\n", r->n_steps, r->peak_step);
     printf("planning         %.3f s\n", pi->plan_seconds);
 }
@@ -155,6 +165,14 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r,
     json_f64(&j, "peak_to_lower_bound",
              r->lower_bound_bytes ? (double)r->activation_peak_bytes /
                                         (double)r->lower_bound_bytes : 0);
+    json_i64(&j, "offloaded_values", pi->n_offloaded);
+    json_u64(&j, "offloaded_bytes", pi->offloaded_bytes);
+    json_u64(&j, "host_peak_bytes", r->host_peak_bytes);
+    json_u64(&j, "transfer_bytes", r->transfer_bytes);
+    json_f64(&j, "compute_seconds", r->compute_seconds);
+    json_f64(&j, "transfer_seconds", r->transfer_seconds);
+    json_f64(&j, "stall_seconds", r->stall_seconds);
+    json_f64(&j, "total_seconds", r->total_seconds);
     json_f64(&j, "forward_flops", remat_tgraph_forward_flops(m->tg));
     json_i64(&j, "n_values", remat_tgraph_n_planned(m->tg));
     json_i64(&j, "n_ops", remat_tgraph_n_ops(m->tg));
@@ -247,6 +265,9 @@ int cmd_plan(int argc, char **argv)
             if (k < 0)
                 return 1;
             backend = backend || !strcmp(a, "--backend");
+        } else if ((k = cli_offload_option(&po, argc, argv, &i)) != 0) {
+            if (k < 0)
+                return 1;
         } else if (!strcmp(a, "--authors-lattice")) {
             po.authors_lattice = true;
         } else if (!strcmp(a, "--schedule")) {
@@ -269,7 +290,7 @@ int cmd_plan(int argc, char **argv)
     po.strategy = remat_strategy_from_name(strategy);
     if (po.strategy == REMAT_STRATEGY_COUNT)
         return cli_error("the strategies: none, approx-tc, approx-mc, exact-tc, exact-mc, "
-                         "chen-sqrtn, chen-greedy, superneurons, optimal",
+                         "chen-sqrtn, chen-greedy, superneurons, optimal, hybrid",
                          "plan: unknown strategy '%s'", strategy);
     if (po.authors_lattice && po.strategy != REMAT_STRATEGY_EXACT_TC &&
         po.strategy != REMAT_STRATEGY_EXACT_MC)
@@ -285,7 +306,8 @@ int cmd_plan(int argc, char **argv)
         cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
         goto out;
     }
-    if (remat_plan(m.tg, &po, &s, &pi) || remat_sim_run(m.tg, s, &r)) {
+    if (remat_plan(m.tg, &po, &s, &pi) ||
+        remat_sim_run_opts(m.tg, s, &(remat_sim_opts){po.bandwidth, po.flops}, &r)) {
         cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
         goto out;
     }

@@ -25,6 +25,8 @@ static void help(FILE *f)
             "  --budget B|min       total memory budget (bytes with a unit, or min)\n"
             "  --backend ref|cpu    kernels: plain C loops or oneDNN (default ref)\n"
             "  --threads T          CPU threads (default: all cores)\n"
+            "  --host-file FILE     keep the host tier (offloaded values) in this file, mapped\n"
+            "                       (default: in memory)\n"
             "  --input-size HxW     input height and width (default: the model's)\n"
             "  --classes K, --no-aux, --base-channels C, --cost flops|kusumoto   as for\n"
             "                       `remat plan`\n"
@@ -33,7 +35,8 @@ static void help(FILE *f)
             "  --data FILE          images and labels (format: docs/formats.md), used in order\n"
             "  --load FILE          start from saved parameters\n"
             "  --save FILE          save the parameters after training\n"
-            "  --json               print the results as one JSON object\n");
+            "  --json               print the results as one JSON object\n"
+            "The offload plans' time model (superneurons, hybrid):\n" CLI_OFFLOAD_HELP);
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -92,8 +95,12 @@ int cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--budget")) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
                 return 1;
-        } else if ((k = cli_backend_option(&to, argc, argv, &i)) != 0) {
+        } else if ((k = cli_backend_option(&to, argc, argv, &i)) != 0 ||
+                   (k = cli_offload_option(&po, argc, argv, &i)) != 0) {
             if (k < 0)
+                return 1;
+        } else if (!strcmp(a, "--host-file")) {
+            if (!(to.host_file = cli_value(argc, argv, &i)))
                 return 1;
         } else if (!strcmp(a, "--seed")) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 0, INT64_MAX, &x))
@@ -226,6 +233,12 @@ int cmd_train(int argc, char **argv)
         json_u64(&j, "activation_peak_bytes", ts.planned_peak_bytes - ts.workspace_bytes);
         json_u64(&j, "resident_bytes", ts.resident_bytes);
         json_u64(&j, "lower_bound_bytes", sr.lower_bound_bytes);
+        json_i64(&j, "offloaded_values", pi.n_offloaded);
+        json_u64(&j, "planned_host_bytes", ts.planned_host_bytes);
+        json_u64(&j, "measured_host_bytes", ts.measured_host_bytes);
+        json_u64(&j, "transfer_bytes", ts.transfer_bytes);
+        json_f64(&j, "copy_seconds", ts.copy_seconds);
+        json_f64(&j, "wait_seconds", ts.wait_seconds);
         json_f64(&j, "peak_to_lower_bound", sr.lower_bound_bytes
                                                 ? (double)(ts.planned_peak_bytes - ts.workspace_bytes) /
                                                       (double)sr.lower_bound_bytes
@@ -263,6 +276,12 @@ int cmd_train(int argc, char **argv)
         printf("lower limit      %s bytes (the largest single step); the activation peak "
                "is %.2fx\n", cli_commas(sr.lower_bound_bytes, a, sizeof a),
                sr.lower_bound_bytes ? (double)act / (double)sr.lower_bound_bytes : 0);
+        if (pi.n_offloaded)
+            printf("host tier        %d values offloaded; planned %s bytes, measured %s; "
+                   "copies %.3f s, %.3f s waited (%lld steps)\n", pi.n_offloaded,
+                   cli_commas(ts.planned_host_bytes, a, sizeof a),
+                   cli_commas(ts.measured_host_bytes, b, sizeof b), ts.copy_seconds,
+                   ts.wait_seconds, (long long)steps);
         printf("median step      %.3f s\n", sorted[steps / 2]);
         printf("param checksum   %016llx\n", (unsigned long long)remat_trainer_param_checksum(t));
     }

@@ -135,6 +135,48 @@ int cli_backend_option(remat_train_opts *to, int argc, char **argv, int *i)
     return 0;
 }
 
+/* A rate such as 10e12, 10T or 500G. */
+static bool parse_rate(const char *opt, const char *s, double *out)
+{
+    char *e;
+    double v = strtod(s, &e);
+
+    if (e != s && (*e == 'T' || *e == 'G' || *e == 'M')) {
+        v *= *e == 'T' ? 1e12 : *e == 'G' ? 1e9 : 1e6;
+        e++;
+    }
+    if (e == s || *e || !(v >= 1) || v > 1e18) {
+        cli_error(NULL, "%s: '%s' is not a rate such as 10e12 or 10T", opt, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int cli_offload_option(remat_plan_opts *po, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *v;
+    size_t b;
+
+    if (!strcmp(a, "--no-offload")) {
+        po->no_offload = true;
+        return 1;
+    }
+    if (!strcmp(a, "--flops"))
+        return (v = cli_value(argc, argv, i)) && parse_rate(a, v, &po->flops) ? 1 : -1;
+    if (!strcmp(a, "--bandwidth")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_bytes(a, v, &b))
+            return -1;
+        if (!b) {
+            cli_error(NULL, "%s: the bandwidth must be above zero", a);
+            return -1;
+        }
+        po->bandwidth = (double)b;
+        return 1;
+    }
+    return 0;
+}
+
 bool cli_parse_budget(const char *opt, const char *s, remat_plan_opts *po)
 {
     po->budget_min = !strcmp(s, "min");

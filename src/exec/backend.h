@@ -25,6 +25,12 @@ struct backend_ops {
     size_t (*workspace)(void *ctx);
     /* Zeroes bytes at p (a gradient buffer as it is allocated). */
     void (*zero)(void *ctx, void *p, size_t bytes);
+    /* The host tier: starts copying n bytes (arena to host or back) and returns a
+     * ticket; copy_wait blocks until that copy and every earlier one are done;
+     * copy_seconds is the time the copies have taken. */
+    uint64_t (*copy_start)(void *ctx, void *dst, const void *src, size_t n);
+    void (*copy_wait)(void *ctx, uint64_t ticket);
+    double (*copy_seconds)(void *ctx);
 };
 
 const struct backend_ops *backend_ref(void);

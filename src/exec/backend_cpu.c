@@ -10,6 +10,7 @@
  * first step, and the scratch is the workspace counted in the plan.
  */
 #include "exec/backend.h"
+#include "exec/copier.h"
 #include "kernels/cpu/cpu.h"
 
 #include <string.h>
@@ -19,13 +20,24 @@ static remat_status be_create(const remat_train_opts *o, void **ctx)
     struct cpu_ctx *c;
     remat_status st = cpu_ctx_new(o ? o->threads : 0, &c);
 
-    *ctx = st ? NULL : c;
-    return st;
+    *ctx = NULL;
+    if (st)
+        return st;
+    if ((st = copier_new(NULL, &c->copier))) {
+        cpu_ctx_free(c);
+        return st;
+    }
+    *ctx = c;
+    return REMAT_OK;
 }
 
 static void be_destroy(void *ctx)
 {
-    cpu_ctx_free(ctx);
+    struct cpu_ctx *c = ctx;
+
+    if (c)
+        copier_free(c->copier);
+    cpu_ctx_free(c);
 }
 
 static void *be_alloc(void *ctx, size_t bytes)
@@ -71,9 +83,25 @@ static void be_zero(void *ctx, void *p, size_t bytes)
     cpu_zero(ctx, p, bytes);
 }
 
+/* The host tier's copies run on the copy thread, beside the kernels' threads. */
+static uint64_t be_copy_start(void *ctx, void *dst, const void *src, size_t n)
+{
+    return copier_start(((struct cpu_ctx *)ctx)->copier, dst, src, n);
+}
+
+static void be_copy_wait(void *ctx, uint64_t ticket)
+{
+    copier_wait(((struct cpu_ctx *)ctx)->copier, ticket);
+}
+
+static double be_copy_seconds(void *ctx)
+{
+    return copier_seconds(((struct cpu_ctx *)ctx)->copier);
+}
+
 static const struct backend_ops cpu_ops = {
     "cpu", be_create, be_destroy, be_alloc, be_release, be_forward, be_backward, be_prepare,
-    be_workspace, be_zero,
+    be_workspace, be_zero, be_copy_start, be_copy_wait, be_copy_seconds,
 };
 
 const struct backend_ops *backend_cpu(void)

@@ -7,14 +7,22 @@
  * matches), zeroes gradient buffers as it allocates them, builds a struct kop from the
  * graph's shapes and the live buffers' addresses, and calls the backend. A FREE gives
  * the bytes back. The live bytes are counted as the step runs: measured_peak_bytes.
+ * OFFLOAD starts the backend's copy of a live value into its host-tier instance (laid
+ * out like the arena), PREFETCH takes the value's next arena instance and starts the
+ * copy back, WAIT blocks on the copy (the time is counted) and, for a copy back,
+ * releases the host instance.
  * Dropout keys depend on (seed, step, op) only, and batch-norm running statistics are
  * updated on the first forward of an op in a step, so a recomputation repeats the same
  * bits. Nothing is allocated while a step runs.
  */
 #include "exec/exec.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 remat_train_opts remat_train_opts_default(void)
 {
@@ -57,7 +65,14 @@ void remat_trainer_free(remat_trainer *t)
             t->be->release(t->ctx, t->block, t->block_floats * sizeof(float));
         t->be->destroy(t->ctx);
     }
+    if (t->host && t->host_mapped)
+        munmap(t->host, t->lay.host_bytes);
+    else
+        free(t->host);
     layout_fini(&t->lay);
+    core_free(a, t->host_off, sizeof *t->host_off * nb);
+    core_free(a, t->ticket, sizeof *t->ticket * nb);
+    core_free(a, t->host_state, sizeof *t->host_state * nb);
     core_free(a, t->vdata, sizeof *t->vdata * nv);
     core_free(a, t->vgrad, sizeof *t->vgrad * nv);
     core_free(a, t->run_mean, sizeof *t->run_mean * no);
@@ -129,8 +144,12 @@ static remat_status trainer_begin(const remat_graph *g, const remat_tgraph *tg,
     t->kdin = core_calloc(a, (size_t)t->max_in, sizeof *t->kdin);
     t->reads = core_calloc(a, mt, sizeof *t->reads);
     t->makes = core_calloc(a, mt, sizeof *t->makes);
+    t->host_off = core_calloc(a, nb, sizeof *t->host_off);
+    t->ticket = core_calloc(a, nb, sizeof *t->ticket);
+    t->host_state = core_calloc(a, nb, sizeof *t->host_state);
     if (!t->vdata || !t->vgrad || !t->run_mean || !t->run_var || !t->cur_off || !t->live ||
-        !t->fwd_count || !t->kin || !t->kdin || !t->reads || !t->makes) {
+        !t->fwd_count || !t->kin || !t->kdin || !t->reads || !t->makes || !t->host_off ||
+        !t->ticket || !t->host_state) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory creating a trainer");
         goto fail;
     }
@@ -190,6 +209,38 @@ remat_status remat_train_workspace(const remat_graph *g, const remat_tgraph *tg,
     return st;
 }
 
+/* The host tier's region: mapped from the file when one is given. */
+static remat_status host_tier(remat_trainer *t)
+{
+    size_t n = t->lay.host_bytes;
+    int fd;
+
+    if (!n)
+        return REMAT_OK;
+    if (!t->o.host_file) {
+        t->host = aligned_alloc(64, core_align_up(n, 64));
+        if (!t->host)
+            return REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate the %zu-byte host tier", n);
+        return REMAT_OK;
+    }
+    fd = open(t->o.host_file, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return REMAT_FAIL(REMAT_ERR_IO, "cannot open the host-tier file '%s'", t->o.host_file);
+    if (ftruncate(fd, (off_t)n)) {
+        close(fd);
+        return REMAT_FAIL(REMAT_ERR_IO, "cannot size the host-tier file '%s' to %zu bytes",
+                          t->o.host_file, n);
+    }
+    t->host = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (t->host == MAP_FAILED) {
+        t->host = NULL;
+        return REMAT_FAIL(REMAT_ERR_IO, "cannot map the host-tier file '%s'", t->o.host_file);
+    }
+    t->host_mapped = true;
+    return REMAT_OK;
+}
+
 remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
                                const remat_schedule *s, const remat_train_opts *o,
                                remat_trainer **out)
@@ -217,7 +268,7 @@ remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
                         t->lay.arena_bytes);
         goto fail;
     }
-    if ((st = params_setup(t)) || (st = prepare_ops(t)))
+    if ((st = host_tier(t)) || (st = params_setup(t)) || (st = prepare_ops(t)))
         goto fail;
     params_init(t);
     *out = t;
@@ -265,12 +316,18 @@ static struct ktensor grad_tensor(const remat_trainer *t, int32_t v)
     return k;
 }
 
-/* Allocates the buffers a step makes, each at its next layout instance. */
+/* Allocates the buffers a step makes (a PREFETCH: its buffer), each at its next
+ * layout instance. */
 static void allocate(remat_trainer *t, remat_step step, size_t *next_inst)
 {
     int32_t nr, nm;
 
-    step_touch(t->tg, step, t->reads, &nr, t->makes, &nm);
+    if (step.kind == REMAT_STEP_PREFETCH) {
+        nm = 1;
+        t->makes[0] = step.id;
+    } else {
+        step_touch(t->tg, step, t->reads, &nr, t->makes, &nm);
+    }
     for (int32_t j = 0; j < nm; j++) {
         int32_t b = t->makes[j];
         const struct instance *in;
@@ -336,10 +393,61 @@ static void fill_kop(remat_trainer *t, int32_t o, struct kop *k)
     k->key = mix(mix(t->o.seed, (uint64_t)t->step), (uint64_t)o);
 }
 
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* OFFLOAD, PREFETCH and WAIT (the schedule is valid: the simulator checked it). */
+static void host_step(remat_trainer *t, remat_step step, size_t *next_inst, size_t *next_host)
+{
+    int32_t b = step.id;
+    size_t bytes = tgraph_buf_bytes(t->tg, b);
+    double t0;
+
+    switch (step.kind) {
+    case REMAT_STEP_OFFLOAD: {
+        const struct instance *h = &t->lay.host[(*next_host)++];
+
+        REMAT_ASSERT(h->buf == b && t->live[b]);
+        t->host_off[b] = h->offset;
+        t->ticket[b] = t->be->copy_start(t->ctx, t->host + h->offset, t->arena + t->cur_off[b],
+                                         bytes);
+        t->host_state[b] = 1;
+        t->host_live += bytes;
+        if (t->host_live > t->measured_host)
+            t->measured_host = t->host_live;
+        t->transfer_bytes += bytes;
+        break;
+    }
+    case REMAT_STEP_PREFETCH:
+        REMAT_ASSERT(t->host_state[b] == 2 && !t->live[b]);
+        allocate(t, step, next_inst);
+        t->ticket[b] = t->be->copy_start(t->ctx, t->arena + t->cur_off[b], t->host + t->host_off[b],
+                                         bytes);
+        t->host_state[b] = 3;
+        t->transfer_bytes += bytes;
+        break;
+    default: /* WAIT */
+        t0 = now();
+        t->be->copy_wait(t->ctx, t->ticket[b]);
+        t->wait_seconds += now() - t0;
+        if (t->host_state[b] == 3) {
+            t->host_live -= bytes;
+            t->host_state[b] = 0;
+        } else {
+            t->host_state[b] = 2;
+        }
+    }
+}
+
 static remat_status run_steps(remat_trainer *t, double *loss)
 {
     const remat_tgraph *tg = t->tg;
-    size_t next_inst = 0;
+    size_t next_inst = 0, next_host = 0;
     remat_status st = REMAT_OK;
     struct kop k;
 
@@ -374,11 +482,11 @@ static remat_status run_steps(remat_trainer *t, double *loss)
             t->live_bytes -= tgraph_buf_bytes(tg, step.id);
             break;
         default:
-            st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "step %zu: offload is not supported by "
-                            "this executor yet", i);
+            host_step(t, step, &next_inst, &next_host);
         }
     }
-    REMAT_ASSERT(st || next_inst == t->lay.n_inst);
+    REMAT_ASSERT(st || (next_inst == t->lay.n_inst && next_host == t->lay.n_host &&
+                        t->host_live == 0));
     return st;
 }
 
@@ -458,4 +566,10 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
     st->arena_bytes = t->lay.arena_bytes;
     st->resident_bytes = t->block_floats * sizeof(float);
     st->steps = t->step;
+    st->planned_host_bytes = t->lay.host_peak_bytes;
+    st->measured_host_bytes = t->measured_host;
+    st->host_bytes = t->lay.host_bytes;
+    st->transfer_bytes = t->transfer_bytes;
+    st->copy_seconds = t->be->copy_seconds(t->ctx);
+    st->wait_seconds = t->wait_seconds;
 }

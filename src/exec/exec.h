@@ -37,6 +37,15 @@ struct remat_trainer {
     size_t activation_peak;   /* the simulator's peak of the schedule */
     size_t workspace;         /* the backend's scratch after preparing every op */
     int64_t step;
+    /* The host tier: one region laid out like the arena (lay.host), in memory or mapped
+     * from opts.host_file. */
+    char *host;
+    bool host_mapped;
+    size_t *host_off;         /* per buffer: offset of its host instance */
+    uint64_t *ticket;         /* per buffer: its copy under way */
+    unsigned char *host_state; /* per buffer: 0 none, 1 going out, 2 on the host, 3 coming back */
+    size_t host_live, measured_host, transfer_bytes;
+    double wait_seconds;
     bool debug;               /* REMAT_DEBUG set: check every allocation for overlaps */
     bool dry;                 /* preparing: tensors get stand-in data */
 };

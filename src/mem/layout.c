@@ -13,6 +13,7 @@
 void layout_fini(struct layout *lay)
 {
     core_free(lay->al, lay->inst, sizeof *lay->inst * (lay->cap_inst + 1));
+    core_free(lay->al, lay->host, sizeof *lay->host * (lay->cap_host + 1));
     memset(lay, 0, sizeof *lay);
 }
 
@@ -54,12 +55,21 @@ static remat_status instances(const remat_tgraph *tg, const remat_schedule *s,
             open[step.id] = -1;
             continue;
         }
-        if (step.kind != REMAT_STEP_FWD && step.kind != REMAT_STEP_BWD)
+        if (step.kind == REMAT_STEP_PREFETCH) {
+            nm = 1;
+            makes[0] = step.id;
+        } else if (step.kind == REMAT_STEP_FWD || step.kind == REMAT_STEP_BWD) {
+            step_touch(tg, step, reads, &nr, makes, &nm);
+        } else {
             continue;
-        step_touch(tg, step, reads, &nr, makes, &nm);
+        }
         for (int32_t j = 0; j < nm; j++) {
             int32_t b = makes[j];
 
+            if (b < 0 || b >= nb) {
+                st = REMAT_FAIL(REMAT_ERR_INVALID, "layout: step %zu: bad buffer id", i);
+                break;
+            }
             if (open[b] >= 0)
                 continue; /* a gradient written again */
             if (lay->n_inst == cap) {
@@ -83,12 +93,74 @@ out:
     return st;
 }
 
-static const struct layout *sort_lay;
+/* The host tier's instances: OFFLOAD to the WAIT that ends the PREFETCH. */
+static remat_status host_instances(const remat_tgraph *tg, const remat_schedule *s,
+                                   struct layout *lay)
+{
+    const remat_allocator *a = lay->al;
+    int32_t nb = 2 * tg->n_values;
+    int64_t *open = core_calloc(a, (size_t)nb, sizeof *open);
+    bool *back = core_calloc(a, (size_t)nb, sizeof *back); /* its PREFETCH has run */
+    size_t n = 0, live = 0;
+    remat_status st = REMAT_OK;
+
+    for (size_t i = 0; i < s->n; i++)
+        n += s->steps[i].kind == REMAT_STEP_OFFLOAD;
+    lay->host = core_calloc(a, n + 1, sizeof *lay->host);
+    lay->cap_host = n;
+    if (!open || !back || !lay->host) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory laying out the host tier");
+        goto out;
+    }
+    for (int32_t b = 0; b < nb; b++)
+        open[b] = -1;
+    for (size_t i = 0; i < s->n && !st; i++) {
+        remat_step step = s->steps[i];
+        int32_t b = step.id;
+
+        if (step.kind < REMAT_STEP_OFFLOAD || step.kind > REMAT_STEP_WAIT)
+            continue;
+        if (b < 0 || b >= nb) {
+            st = REMAT_FAIL(REMAT_ERR_INVALID, "layout: step %zu: bad buffer id", i);
+        } else if (step.kind == REMAT_STEP_OFFLOAD) {
+            if (open[b] >= 0) {
+                st = REMAT_FAIL(REMAT_ERR_INVALID, "layout: step %zu offloads a buffer "
+                                "already on the host tier", i);
+                break;
+            }
+            lay->host[lay->n_host] = (struct instance){b, i, i, tgraph_buf_bytes(tg, b), 0};
+            live += lay->host[lay->n_host].bytes;
+            open[b] = (int64_t)lay->n_host++;
+            back[b] = false;
+        } else if (open[b] < 0) {
+            st = REMAT_FAIL(REMAT_ERR_INVALID, "layout: step %zu: a copy of a buffer not "
+                            "on the host tier", i);
+        } else if (step.kind == REMAT_STEP_PREFETCH) {
+            back[b] = true;
+        } else if (back[b]) { /* the WAIT that ends the prefetch */
+            lay->host[open[b]].last = i;
+            live -= lay->host[open[b]].bytes;
+            open[b] = -1;
+        }
+        if (live > lay->host_peak_bytes)
+            lay->host_peak_bytes = live;
+    }
+    for (int32_t b = 0; b < nb && !st; b++)
+        if (open[b] >= 0)
+            st = REMAT_FAIL(REMAT_ERR_INVALID, "layout: buffer %d never comes back from the "
+                            "host tier", b);
+out:
+    core_free(a, open, sizeof *open * (size_t)nb);
+    core_free(a, back, sizeof *back * (size_t)nb);
+    return st;
+}
+
+static const struct instance *sort_inst;
 
 static int by_size(const void *x, const void *y)
 {
-    const struct instance *a = &sort_lay->inst[*(const size_t *)x];
-    const struct instance *b = &sort_lay->inst[*(const size_t *)y];
+    const struct instance *a = &sort_inst[*(const size_t *)x];
+    const struct instance *b = &sort_inst[*(const size_t *)y];
 
     if (a->bytes != b->bytes)
         return a->bytes > b->bytes ? -1 : 1;
@@ -110,32 +182,28 @@ static bool overlap_time(const struct instance *a, const struct instance *b)
     return a->first <= b->last && b->first <= a->last;
 }
 
-remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,
-                          struct layout *lay)
+/* Offsets for n instances: by decreasing size, each at the lowest gap among the placed
+ * instances whose lifetimes overlap it. *end gets the highest end. */
+static remat_status place(const remat_allocator *al, struct instance *inst, size_t n,
+                          size_t align, size_t *end)
 {
-    size_t *order = NULL, n_placed = 0;
-    const struct instance **placed = NULL, **conf = NULL;
-    remat_status st;
+    size_t *order = core_calloc(al, n + 1, sizeof *order), n_placed = 0;
+    const struct instance **placed = core_calloc(al, n + 1, sizeof *placed);
+    const struct instance **conf = core_calloc(al, n + 1, sizeof *conf);
+    remat_status st = REMAT_OK;
 
-    memset(lay, 0, sizeof *lay);
-    lay->al = tgraph_al(tg);
-    lay->align = align ? align : 64;
-    if ((st = instances(tg, s, lay)))
-        goto out;
-    order = core_calloc(lay->al, lay->n_inst + 1, sizeof *order);
-    placed = core_calloc(lay->al, lay->n_inst + 1, sizeof *placed);
-    conf = core_calloc(lay->al, lay->n_inst + 1, sizeof *conf);
+    *end = 0;
     if (!order || !placed || !conf) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory laying out the arena");
         goto out;
     }
-    for (size_t i = 0; i < lay->n_inst; i++)
+    for (size_t i = 0; i < n; i++)
         order[i] = i;
-    sort_lay = lay;
-    qsort(order, lay->n_inst, sizeof *order, by_size);
-    for (size_t k = 0; k < lay->n_inst; k++) {
-        struct instance *in = &lay->inst[order[k]];
-        size_t n_conf = 0, off = 0, bytes = core_align_up(in->bytes, lay->align);
+    sort_inst = inst;
+    qsort(order, n, sizeof *order, by_size);
+    for (size_t k = 0; k < n; k++) {
+        struct instance *in = &inst[order[k]];
+        size_t n_conf = 0, off = 0, bytes = core_align_up(in->bytes, align);
 
         for (size_t j = 0; j < n_placed; j++)
             if (overlap_time(in, placed[j]))
@@ -143,36 +211,54 @@ remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_
         qsort(conf, n_conf, sizeof *conf, by_offset);
         /* The lowest gap between conflicting instances that holds this one. */
         for (size_t j = 0; j < n_conf; j++) {
-            size_t end = conf[j]->offset + core_align_up(conf[j]->bytes, lay->align);
+            size_t e = conf[j]->offset + core_align_up(conf[j]->bytes, align);
 
             if (conf[j]->offset >= off + bytes)
                 break;
-            if (end > off)
-                off = end;
+            if (e > off)
+                off = e;
         }
         in->offset = off;
-        if (off + bytes > lay->arena_bytes)
-            lay->arena_bytes = off + bytes;
+        if (off + bytes > *end)
+            *end = off + bytes;
         placed[n_placed++] = in;
     }
 out:
-    core_free(lay->al, order, sizeof *order * (lay->n_inst + 1));
-    core_free(lay->al, placed, sizeof *placed * (lay->n_inst + 1));
-    core_free(lay->al, conf, sizeof *conf * (lay->n_inst + 1));
-    if (st)
+    core_free(al, order, sizeof *order * (n + 1));
+    core_free(al, placed, sizeof *placed * (n + 1));
+    core_free(al, conf, sizeof *conf * (n + 1));
+    return st;
+}
+
+remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,
+                          struct layout *lay)
+{
+    remat_status st;
+
+    memset(lay, 0, sizeof *lay);
+    lay->al = tgraph_al(tg);
+    lay->align = align ? align : 64;
+    if ((st = instances(tg, s, lay)) || (st = host_instances(tg, s, lay)) ||
+        (st = place(lay->al, lay->inst, lay->n_inst, lay->align, &lay->arena_bytes)) ||
+        (st = place(lay->al, lay->host, lay->n_host, lay->align, &lay->host_bytes)))
         layout_fini(lay);
     return st;
 }
 
-bool layout_check(const struct layout *lay)
+static bool disjoint(const struct instance *inst, size_t n)
 {
-    for (size_t i = 0; i < lay->n_inst; i++)
-        for (size_t j = i + 1; j < lay->n_inst; j++) {
-            const struct instance *a = &lay->inst[i], *b = &lay->inst[j];
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++) {
+            const struct instance *a = &inst[i], *b = &inst[j];
 
             if (overlap_time(a, b) && a->bytes && b->bytes && a->offset < b->offset + b->bytes &&
                 b->offset < a->offset + a->bytes)
                 return false;
         }
     return true;
+}
+
+bool layout_check(const struct layout *lay)
+{
+    return disjoint(lay->inst, lay->n_inst) && disjoint(lay->host, lay->n_host);
 }

@@ -8,6 +8,9 @@
  * Offsets are assigned greedily by decreasing size, each at the lowest address that
  * does not collide with an already placed instance whose lifetime overlaps (best known
  * simple heuristic for this strip-packing problem); the arena's size is the highest end.
+ * A PREFETCH allocates an instance like a FWD. The host tier is laid out the same way:
+ * a host instance lives from an OFFLOAD to the WAIT that ends the PREFETCH bringing the
+ * value back.
  */
 #ifndef REMAT_LAYOUT_H
 #define REMAT_LAYOUT_H
@@ -26,6 +29,10 @@ struct layout {
     size_t n_inst, cap_inst;
     size_t arena_bytes;     /* the highest end of any instance */
     size_t peak_bytes;      /* the largest sum of live instances (the simulator's peak) */
+    struct instance *host;  /* host-tier instances, in OFFLOAD order */
+    size_t n_host, cap_host;
+    size_t host_bytes;      /* the host tier's size */
+    size_t host_peak_bytes; /* the largest sum of live host instances */
     size_t align;
     const remat_allocator *al;
 };
@@ -34,7 +41,8 @@ struct layout {
 remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,
                           struct layout *lay);
 void layout_fini(struct layout *lay);
-/* True when no two instances with overlapping lifetimes overlap in the arena. */
+/* True when no two instances with overlapping lifetimes overlap, in the arena and on
+ * the host tier. */
 bool layout_check(const struct layout *lay);
 
 #endif

@@ -61,6 +61,9 @@ remat_status planner_finish(const remat_tgraph *tg, remat_schedule **s)
 
     if (tg->file_order || !*s)
         return REMAT_OK;
+    for (size_t i = 0; i < (*s)->n; i++)
+        if ((*s)->steps[i].kind >= REMAT_STEP_OFFLOAD)
+            return REMAT_OK; /* host steps are placed on a finished plan (plan_offload) */
     if ((st = plan_canonical_grads(tg, *s, &c)))
         return st;
     remat_schedule_free(*s);
@@ -318,8 +321,7 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     }
     if (st)
         goto fail;
-    if (!is_dp(opts.strategy) && opts.strategy != REMAT_STRATEGY_SUPERNEURONS &&
-        opts.strategy != REMAT_STRATEGY_HYBRID && (st = planner_finish(tg, out)))
+    if (!is_dp(opts.strategy) && (st = planner_finish(tg, out)))
         goto fail;
     /* Every plan is measured by the simulator; a plan above its budget is refused. */
     if ((st = planner_sim_peak(tg, *out, &peak)))

@@ -65,7 +65,11 @@ struct cpu_entry {
     int64_t n[4];                      /* sizes the family keeps for its run */
 };
 
+struct copier;
+
 struct cpu_ctx {
+    struct copier *copier;             /* the backend's copy thread (exec/copier.c) for
+                                          the host tier; the kernels do not use it */
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     int threads;
