@@ -6,8 +6,10 @@
  * chain through concat), rejected schedules (read after free, BWD twice, a missing
  * BWD, a gradient read before all its contributions or freed between two of them, a
  * FWD of a live value, a FREE of a dead buffer), a valid recomputation and its
- * overhead, and the FREE positions the liveness pass chooses. Every expected number
- * is worked out by hand in the comments beside it.
+ * overhead, the FREE positions the liveness pass chooses, and the host tier (a value
+ * offloaded and brought back: peaks, copy times and stalls; every misuse of OFFLOAD,
+ * PREFETCH and WAIT rejected). Every expected number is worked out by hand in the
+ * comments beside it.
  *
  * The random-graph property tests against an oracle are in test_sim_random.c.
  * Hand-built schedules use the internal schedule_new / schedule_push (plan/schedule.h);
@@ -15,12 +17,17 @@
  */
 #include "sim_util.h"
 
+#include <math.h>
+
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Steps of hand-built schedules: FW(op), BW(op), FR(buffer). */
 #define FW(op) {REMAT_STEP_FWD, (op)}
 #define BW(op) {REMAT_STEP_BWD, (op)}
 #define FR(buf) {REMAT_STEP_FREE, (buf)}
+#define OF(buf) {REMAT_STEP_OFFLOAD, (buf)}
+#define PF(buf) {REMAT_STEP_PREFETCH, (buf)}
+#define WT(buf) {REMAT_STEP_WAIT, (buf)}
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -484,6 +491,167 @@ static void test_chain_concat(void)
     remat_graph_free(g);
 }
 
+/*
+ * The `none` schedule of the diamond with b sent to the host tier between its last
+ * forward reader (add) and its backward reader (relu b's BWD). Live device bytes after
+ * each step on the right; the host tier holds b (256) from step 5 to step 24.
+ */
+static const remat_step diamond_offload[] = {
+    FW(0),                   /* +a                      256 */
+    FW(1), FR(D_A),           /* +b 512 -> a             256 */
+    FW(2),                   /* +c                      512 */
+    FW(3),                   /* +d                      768 */
+    OF(D_B), WT(D_B), FR(D_B), /* b out: 768, 768 ->     512 */
+    FW(4),                   /* view                    512 */
+    FW(5),                   /* +logits                 576 */
+    FW(6), FR(D_LOGITS), FR(D_LOSS), /* +loss +probs 704 -> 576 */
+    BW(6), FR(D_PROBS),       /* +g(logits) 640 ->       576 */
+    BW(5), FR(D_D), FR(G_LOGITS), /* +g(d) 832 ->        512 */
+    BW(3), FR(G_D),           /* +g(b) +g(c) 1024 ->     768 */
+    PF(D_B),                 /* b back: +256            1024 */
+    BW(2), FR(D_C), FR(G_C),   /* 1024 ->                 512 */
+    WT(D_B),                 /*                         512 */
+    BW(1), FR(D_B), FR(G_B),   /* +g(a) 768 ->            256 */
+    BW(0), FR(G_A),           /* 256 ->                    0 */
+};
+
+static void test_offload(void)
+{
+    static const size_t want_live[] = {
+        256, 512, 256, 512, 768, 768, 768, 512, 512, 576, 704, 640, 576, 640, 576, 832, 576,
+        512, 1024, 768, 1024, 1024, 768, 512, 512, 768, 512, 256, 256, 0,
+    };
+    remat_graph *g = build_diamond();
+    remat_tgraph *tg = to_tgraph(g, REMAT_COST_DEFAULT);
+    remat_schedule *s = make_schedule(diamond_offload, LEN(diamond_offload));
+    remat_sim_result r;
+    size_t live[LEN(diamond_offload)];
+
+    CHECK(LEN(want_live) == LEN(diamond_offload), "fixture: %zu steps, %zu figures",
+          LEN(diamond_offload), LEN(want_live));
+    CHECK_OK(remat_sim_timeline(tg, s, live, LEN(live)));
+    for (size_t i = 0; i < LEN(want_live); i++)
+        CHECK(live[i] == want_live[i], "live after step %zu = %zu, expected %zu", i, live[i],
+              want_live[i]);
+    /* the peak: 1024 at BWD add (none's was 1280 there: b no longer on the device) */
+    CHECK_OK(remat_sim_run(tg, s, &r));
+    CHECK_I64(r.activation_peak_bytes, 1024);
+    CHECK_I64(r.peak_step, 18);
+    CHECK_I64(r.host_peak_bytes, 256);
+    CHECK_I64(r.transfer_bytes, 512);
+    /* Time. Copies of 256 bytes at 256 B/s take 1 s each. With compute ~free, each WAIT
+     * waits for its whole copy: 2 s of stalls. */
+    {
+        remat_sim_opts o = {.bandwidth = 256, .flops = 1e30};
+
+        CHECK_OK(remat_sim_run_opts(tg, s, &o, &r));
+        CHECK(fabs(r.transfer_seconds - 2) < 1e-9, "transfer %g s", r.transfer_seconds);
+        CHECK(fabs(r.stall_seconds - 2) < 1e-9, "stalls %g s", r.stall_seconds);
+        CHECK(fabs(r.total_seconds - 2) < 1e-9, "total %g s", r.total_seconds);
+    }
+    /* With every op taking over 1 s (1 mFLOP/s), the copy back hides behind BWD relu c
+     * (steps 20-24); the copy out has nothing between OFFLOAD and WAIT: 1 s of stall. */
+    {
+        remat_sim_opts o = {.bandwidth = 256, .flops = 1e-3};
+
+        CHECK_OK(remat_sim_run_opts(tg, s, &o, &r));
+        CHECK(r.compute_seconds > 13 * 1000, "compute %g s", r.compute_seconds);
+        CHECK(fabs(r.stall_seconds - 1) < 1e-6, "stalls %g s", r.stall_seconds);
+        CHECK(fabs(r.total_seconds - (r.compute_seconds + 1)) < 1e-6, "total %g s, compute "
+              "%g s", r.total_seconds, r.compute_seconds);
+    }
+    /* A copy that is instant stalls nothing. */
+    {
+        remat_sim_opts o = {.bandwidth = 1e30, .flops = 1e9};
+
+        CHECK_OK(remat_sim_run_opts(tg, s, &o, &r));
+        CHECK(r.stall_seconds < 1e-20 && r.total_seconds == r.compute_seconds,
+              "stalls %g s", r.stall_seconds);
+    }
+    remat_schedule_free(s);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
+/* Every misuse of the host tier, each rejected at the step that commits it. */
+static void test_offload_invalid(void)
+{
+    remat_graph *g = build_diamond();
+    remat_tgraph *tg = to_tgraph(g, REMAT_COST_DEFAULT);
+
+    {
+        /* FREE while the copy out is still reading b */
+        static const remat_step s[] = {FW(0), FW(1), FR(D_A), FW(2), FW(3), OF(D_B), FR(D_B)};
+        CHECK_INVALID(tg, s, 6);
+    }
+    {
+        /* a gradient is not offloaded */
+        static const remat_step s[] = {FW(0), FW(1), FW(2), FW(3), FW(4), FW(5), FW(6),
+                                       BW(6), OF(G_LOGITS)};
+        CHECK_INVALID(tg, s, 8);
+    }
+    {
+        /* a value that is not live (a freed) */
+        static const remat_step s[] = {FW(0), FW(1), FR(D_A), OF(D_A)};
+        CHECK_INVALID(tg, s, 3);
+    }
+    {
+        /* offloaded twice */
+        static const remat_step s[] = {FW(0), FW(1), OF(D_B), WT(D_B), OF(D_B)};
+        CHECK_INVALID(tg, s, 4);
+    }
+    {
+        /* PREFETCH of a value never offloaded, and of one still live */
+        static const remat_step s1[] = {FW(0), FW(1), FR(D_B), PF(D_B)};
+        static const remat_step s2[] = {FW(0), FW(1), OF(D_B), WT(D_B), PF(D_B)};
+        CHECK_INVALID(tg, s1, 3);
+        CHECK_INVALID(tg, s2, 4);
+    }
+    {
+        /* WAIT with no copy under way */
+        static const remat_step s[] = {FW(0), FW(1), WT(D_B)};
+        CHECK_INVALID(tg, s, 2);
+    }
+    {
+        /* relu c reads b while its copy back is under way */
+        static const remat_step s[] = {FW(0), FW(1), OF(D_B), WT(D_B), FR(D_B), PF(D_B), FW(2)};
+        CHECK_INVALID(tg, s, 6);
+    }
+    {
+        /* relu b recomputes b while its copy sits on the host tier */
+        static const remat_step s[] = {FW(0), FW(1), OF(D_B), WT(D_B), FR(D_B), FW(1)};
+        CHECK_INVALID(tg, s, 5);
+    }
+    {
+        /* the diamond's offload schedule without the last WAIT: the copy back is never
+         * waited for (BWD relu b then reads it: rejected there) */
+        remat_step s[LEN(diamond_offload) - 1];
+        size_t n = 0;
+
+        for (size_t i = 0; i < LEN(diamond_offload); i++)
+            if (i != 24)
+                s[n++] = diamond_offload[i];
+        CHECK_INVALID(tg, s, 24);
+    }
+    {
+        /* b goes out and is never brought back (it stays live too, and is freed at the
+         * end): the schedule ends with a copy on the host tier */
+        remat_step s[LEN(diamond_none) + 2];
+        size_t n = 0;
+
+        for (size_t i = 0; i < LEN(diamond_none); i++) {
+            s[n++] = diamond_none[i];
+            if (i == 4) {
+                s[n++] = (remat_step)OF(D_B);
+                s[n++] = (remat_step)WT(D_B);
+            }
+        }
+        CHECK_INVALID(tg, s, (int)LEN(s));
+    }
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 int main(void)
 {
     RUN(test_diamond_none);
@@ -491,5 +659,7 @@ int main(void)
     RUN(test_recompute);
     RUN(test_liveness);
     RUN(test_chain_concat);
+    RUN(test_offload);
+    RUN(test_offload_invalid);
     return harness_end();
 }

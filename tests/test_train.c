@@ -1,7 +1,8 @@
 /*
  * test_train.c - training under every plan: three steps of SGD from the same seed give
  * the same parameters as `none` (the same FNV checksum of every parameter byte), the
- * measured peak equals the planned one, and no two live buffers of the arena overlap.
+ * measured peak equals the planned one (the arena's and the host tier's: superneurons
+ * and hybrid offload at their least budget), and no two live buffers of the arena overlap.
  *
  * Models at reduced sizes so that the reference backend runs them in seconds. Gradients
  * with three or more contributions (GoogLeNet's inception inputs, DenseNet's features)
@@ -70,6 +71,13 @@ static remat_trainer *train(const remat_graph *g, const remat_tgraph *tg, remat_
           st.arena_bytes, st.planned_peak_bytes - st.workspace_bytes);
     CHECK(layout_check(&t->lay), "%s %s: two live buffers overlap in the arena", model,
           remat_strategy_name(s));
+    /* the host tier: what the simulator planned is what the copies held */
+    CHECK(st.measured_host_bytes == st.planned_host_bytes, "%s %s: host tier measured %zu, "
+          "planned %zu", model, remat_strategy_name(s), st.measured_host_bytes,
+          st.planned_host_bytes);
+    if (st.transfer_bytes)
+        printf("  %s %s %s: %zu bytes to the host tier and back in 3 steps\n", model,
+               remat_strategy_name(s), remat_backend_name(be), st.transfer_bytes);
     return t;
 }
 

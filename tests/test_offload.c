@@ -1,0 +1,266 @@
+/*
+ * test_offload.c - the host tier in plans and in training.
+ *
+ * - The lower limit: on ResNet-50, ResNet-152 and DenseNet-161 at batch 32 (224x224,
+ *   the batch of Kusumoto et al.'s graphs), the hybrid plan's peak at its least budget
+ *   is within 1.5x the largest single step's need (SuperNeurons' claim).
+ * - Against superneurons on the seven networks of the paper's table, at superneurons'
+ *   own least budget: hybrid fits it on every one, and beats it (a lower least peak, or
+ *   less simulated time at that budget) on at least four.
+ * - The cache: at a budget that holds `none`, nothing goes to the host tier and nothing
+ *   is recomputed; at each budget of a sweep down to the least, the plans fit and the
+ *   simulator accepts them.
+ * - Training: hybrid with offload on a host tier in a file gives the parameters of
+ *   `none` after three steps, the file has the host tier's size, and an unwritable file
+ *   is refused with its name. (Every strategy, offload included, against `none` on two
+ *   backends: test_train.c.)
+ * Expected answers are independent of the planner: the simulator's single-step bound,
+ * superneurons' own figures, `none`'s checksum.
+ */
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static remat_tgraph *zoo_tgraph(const char *name, int64_t batch, remat_graph **gp)
+{
+    remat_zoo_opts zo = {.batch = batch};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+
+    if (remat_zoo_build(name, &zo, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg)) {
+        CHECK(false, "%s: %s", name, remat_errmsg());
+        remat_graph_free(g);
+        return NULL;
+    }
+    if (gp)
+        *gp = g;
+    else
+        remat_graph_free(g);
+    return tg;
+}
+
+/* Plans; fills the simulator's result; false (and a failed check) on an error. */
+static bool plan(const remat_tgraph *tg, remat_strategy s, size_t budget, bool min,
+                 remat_sim_result *r, remat_plan_info *pi, remat_schedule **keep)
+{
+    remat_plan_opts po = {.strategy = s, .budget_bytes = budget, .budget_min = min};
+    remat_schedule *sched = NULL;
+    remat_status st = remat_plan(tg, &po, &sched, pi);
+
+    if (!st)
+        st = remat_sim_run(tg, sched, r);
+    CHECK(st == REMAT_OK, "%s: %s", remat_strategy_name(s), remat_errmsg());
+    if (keep && !st)
+        *keep = sched;
+    else
+        remat_schedule_free(sched);
+    return st == REMAT_OK;
+}
+
+static void test_lower_limit(void)
+{
+    static const char *const nets[] = {"resnet50", "resnet152", "densenet161"};
+
+    for (size_t i = 0; i < sizeof nets / sizeof *nets; i++) {
+        remat_tgraph *tg = zoo_tgraph(nets[i], 32, NULL);
+        remat_sim_result r, rs;
+        remat_plan_info pi;
+
+        if (!tg)
+            continue;
+        if (plan(tg, REMAT_STRATEGY_HYBRID, 0, true, &r, &pi, NULL) &&
+            plan(tg, REMAT_STRATEGY_SUPERNEURONS, 0, true, &rs, NULL, NULL)) {
+            double ratio = (double)r.activation_peak_bytes / (double)r.lower_bound_bytes;
+
+            printf("  %-12s lower limit %zu: hybrid %zu (%.2fx, %d values offloaded), "
+                   "superneurons %zu (%.2fx)\n", nets[i], r.lower_bound_bytes,
+                   r.activation_peak_bytes, ratio, pi.n_offloaded, rs.activation_peak_bytes,
+                   (double)rs.activation_peak_bytes / (double)rs.lower_bound_bytes);
+            CHECK(ratio <= 1.5, "%s: hybrid's least peak is %.2fx the lower limit", nets[i],
+                  ratio);
+            CHECK(pi.n_offloaded > 0 && r.host_peak_bytes > 0, "%s: nothing offloaded",
+                  nets[i]);
+        }
+        remat_tgraph_free(tg);
+    }
+}
+
+static void test_versus_superneurons(void)
+{
+    static const struct {
+        const char *name;
+        int64_t batch;
+    } nets[] = {{"resnet50", 32}, {"resnet152", 32}, {"vgg19", 32}, {"densenet161", 32},
+                {"googlenet", 32}, {"unet", 8}, {"pspnet", 1}};
+    int wins = 0;
+
+    for (size_t i = 0; i < sizeof nets / sizeof *nets; i++) {
+        remat_tgraph *tg = zoo_tgraph(nets[i].name, nets[i].batch, NULL);
+        remat_sim_result sn, hy, hymin;
+        size_t budget;
+        bool lower_peak, faster;
+
+        if (!tg)
+            continue;
+        if (!plan(tg, REMAT_STRATEGY_SUPERNEURONS, 0, true, &sn, NULL, NULL) ||
+            !plan(tg, REMAT_STRATEGY_HYBRID, 0, true, &hymin, NULL, NULL)) {
+            remat_tgraph_free(tg);
+            continue;
+        }
+        budget = sn.activation_peak_bytes + remat_tgraph_resident_bytes(tg);
+        if (plan(tg, REMAT_STRATEGY_HYBRID, budget, false, &hy, NULL, NULL)) {
+            CHECK(hy.activation_peak_bytes <= sn.activation_peak_bytes, "%s: hybrid's peak %zu "
+                  "above the budget %zu", nets[i].name, hy.activation_peak_bytes,
+                  sn.activation_peak_bytes);
+            lower_peak = hymin.activation_peak_bytes < sn.activation_peak_bytes;
+            faster = hy.total_seconds < sn.total_seconds;
+            wins += lower_peak || faster;
+            printf("  %-12s superneurons peak %zu, %.4f s; hybrid at that budget %.4f s, "
+                   "least peak %zu%s\n", nets[i].name, sn.activation_peak_bytes,
+                   sn.total_seconds, hy.total_seconds, hymin.activation_peak_bytes,
+                   lower_peak || faster ? "  (hybrid better)" : "");
+        }
+        remat_tgraph_free(tg);
+    }
+    CHECK(wins >= 4, "hybrid beats superneurons on %d of 7 networks", wins);
+}
+
+static void test_cache_and_sweep(void)
+{
+    remat_tgraph *tg = zoo_tgraph("resnet18", 8, NULL);
+    remat_sim_result none, least, r;
+    remat_plan_info pi;
+    size_t res;
+
+    if (!tg)
+        return;
+    res = remat_tgraph_resident_bytes(tg);
+    if (!plan(tg, REMAT_STRATEGY_NONE, 0, false, &none, NULL, NULL) ||
+        !plan(tg, REMAT_STRATEGY_HYBRID, 0, true, &least, NULL, NULL))
+        goto out;
+    for (int s = REMAT_STRATEGY_SUPERNEURONS; s <= REMAT_STRATEGY_HYBRID; s++) {
+        if (s == REMAT_STRATEGY_OPTIMAL)
+            continue;
+        if (plan(tg, (remat_strategy)s, none.activation_peak_bytes + res, false, &r, &pi, NULL))
+            CHECK(pi.n_offloaded == 0 && r.transfer_bytes == 0, "%s offloads %d values at "
+                  "none's peak", remat_strategy_name((remat_strategy)s), pi.n_offloaded);
+    }
+    /* hybrid at none's peak: none's plan itself (nothing recomputed or copied) */
+    CHECK(r.overhead == 0 && r.total_seconds == none.total_seconds, "hybrid at none's peak: "
+          "overhead %g, %g s against %g s", r.overhead, r.total_seconds, none.total_seconds);
+    CHECK(least.activation_peak_bytes < none.activation_peak_bytes / 2, "least %zu, none %zu",
+          least.activation_peak_bytes, none.activation_peak_bytes);
+    for (int k = 0; k <= 8; k++) {
+        size_t b = least.activation_peak_bytes +
+                   (none.activation_peak_bytes - least.activation_peak_bytes) * (size_t)k / 8;
+
+        if (plan(tg, REMAT_STRATEGY_HYBRID, b + res, false, &r, &pi, NULL))
+            CHECK(r.activation_peak_bytes <= b, "budget %zu: peak %zu", b,
+                  r.activation_peak_bytes);
+    }
+    /* one byte under the least: refused */
+    {
+        remat_plan_opts po = {.strategy = REMAT_STRATEGY_HYBRID,
+                              .budget_bytes = least.activation_peak_bytes - 1 + res};
+        remat_schedule *s = NULL;
+
+        CHECK(remat_plan(tg, &po, &s, NULL) == REMAT_ERR_INFEASIBLE && !s,
+              "a budget under the least was accepted");
+        CHECK(strstr(remat_errmsg(), "least peak") != NULL, "message: %s", remat_errmsg());
+    }
+out:
+    remat_tgraph_free(tg);
+}
+
+/* Three steps of a plan; the checksum of the parameters. */
+static uint64_t train3(const remat_graph *g, const remat_tgraph *tg, const remat_schedule *s,
+                       const char *host_file, remat_train_stats *st)
+{
+    remat_train_opts to = remat_train_opts_default();
+    remat_trainer *t = NULL;
+    uint64_t sum = 0;
+    double loss;
+
+    to.backend = REMAT_BACKEND_CPU;
+    to.threads = 2;
+    to.host_file = host_file;
+    if (remat_trainer_new(g, tg, s, &to, &t) == REMAT_ERR_UNSUPPORTED) {
+        to.backend = REMAT_BACKEND_REF;
+        CHECK_OK(remat_trainer_new(g, tg, s, &to, &t));
+    }
+    for (int i = 0; t && i < 3; i++)
+        CHECK_OK(remat_trainer_step(t, NULL, NULL, &loss));
+    if (t) {
+        sum = remat_trainer_param_checksum(t);
+        remat_trainer_stats(t, st);
+    }
+    remat_trainer_free(t);
+    return sum;
+}
+
+static void test_host_file(void)
+{
+    remat_zoo_opts zo = {.batch = 2, .height = 32, .width = 32, .classes = 10};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    remat_schedule *s0 = NULL, *s1 = NULL;
+    remat_sim_result r;
+    remat_train_stats st;
+    char path[] = "/tmp/remat_host_XXXXXX";
+    int fd = mkstemp(path);
+    struct stat sb;
+    uint64_t sum0, sum1;
+
+    CHECK(fd >= 0, "mkstemp");
+    if (fd >= 0)
+        close(fd);
+    if (remat_zoo_build("resnet18", &zo, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg)) {
+        CHECK(false, "%s", remat_errmsg());
+        goto out;
+    }
+    if (!plan(tg, REMAT_STRATEGY_NONE, 0, false, &r, NULL, &s0) ||
+        !plan(tg, REMAT_STRATEGY_HYBRID, 0, true, &r, NULL, &s1))
+        goto out;
+    CHECK(r.host_peak_bytes > 0, "hybrid at its least budget offloads nothing");
+    sum0 = train3(g, tg, s0, NULL, &st);
+    sum1 = train3(g, tg, s1, path, &st);
+    CHECK(sum0 == sum1, "checksum with a host-tier file %016llx, none's %016llx",
+          (unsigned long long)sum1, (unsigned long long)sum0);
+    CHECK(st.measured_host_bytes == r.host_peak_bytes && st.planned_host_bytes == r.host_peak_bytes,
+          "host tier measured %zu, planned %zu, simulated %zu", st.measured_host_bytes,
+          st.planned_host_bytes, r.host_peak_bytes);
+    CHECK(st.transfer_bytes == 3 * r.transfer_bytes, "copied %zu bytes in 3 steps, the plan "
+          "copies %zu per step", st.transfer_bytes, r.transfer_bytes);
+    CHECK(stat(path, &sb) == 0 && (size_t)sb.st_size == st.host_bytes && st.host_bytes >=
+          st.planned_host_bytes, "file size %lld, host tier %zu", (long long)sb.st_size,
+          st.host_bytes);
+    /* an unwritable place: refused, naming it */
+    {
+        remat_train_opts to = remat_train_opts_default();
+        remat_trainer *t = NULL;
+
+        to.host_file = "/nonexistent-dir/host.bin";
+        CHECK(remat_trainer_new(g, tg, s1, &to, &t) == REMAT_ERR_IO && !t,
+              "an unwritable host file was accepted");
+        CHECK(strstr(remat_errmsg(), "/nonexistent-dir/host.bin") != NULL, "message: %s",
+              remat_errmsg());
+    }
+out:
+    unlink(path);
+    remat_schedule_free(s0);
+    remat_schedule_free(s1);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
+int main(void)
+{
+    RUN(test_lower_limit);
+    RUN(test_versus_superneurons);
+    RUN(test_cache_and_sweep);
+    RUN(test_host_file);
+    return harness_end();
+}
