@@ -31,21 +31,34 @@ static void help(FILE *f)
             "  --batch N           batch size (default 16)\n"
             "  --input-size HxW    input size (default 224x224)\n"
             "  --strategy S[,S..]  strategies (default: none, approx-tc, approx-mc,\n"
-            "                      chen-sqrtn, chen-greedy, superneurons)\n"
+            "                      chen-sqrtn, chen-greedy, superneurons, hybrid)\n"
             "  --no-verify         skip the training step\n"
             "  --backend ref|cpu   the verifying step's backend (default cpu; its\n"
             "                      workspace counts in the budget)\n"
             "  --threads T         the cpu backend's threads (default: all)\n"
             "  --json              an array of {strategy, depth, activation_peak_bytes,\n"
-            "                      verified, ...}\n");
+            "                      verified, ...}\n" CLI_OFFLOAD_HELP);
 }
 
 struct setup {
     int64_t batch, h, w;
     size_t budget, workspace;
     remat_train_opts to;
+    remat_plan_opts offload;   /* --bandwidth, --flops, --no-offload */
     bool verify;
 };
+
+/* The plan options of every probe. */
+static remat_plan_opts probe_opts(const struct setup *su, remat_strategy s)
+{
+    remat_plan_opts po = su->offload;
+
+    po.strategy = s;
+    po.budget_bytes = su->budget;
+    po.workspace_bytes = su->workspace;
+    po.time_limit = 20;
+    return po;
+}
 
 struct probe {
     bool fits;
@@ -80,8 +93,7 @@ static struct probe try_depth(const struct setup *su, remat_strategy s, int64_t 
     remat_graph *g = build(su, k);
     remat_tgraph *tg = NULL;
     remat_schedule *sc = NULL;
-    remat_plan_opts po = {.strategy = s, .budget_bytes = su->budget,
-                          .workspace_bytes = su->workspace, .time_limit = 20};
+    remat_plan_opts po = probe_opts(su, s);
     remat_sim_result r;
     remat_status st;
 
@@ -116,8 +128,7 @@ static bool verify(const struct setup *su, remat_strategy s, int64_t k, double *
     remat_tgraph *tg = NULL;
     remat_schedule *sc = NULL;
     remat_trainer *t = NULL;
-    remat_plan_opts po = {.strategy = s, .budget_bytes = su->budget,
-                          .workspace_bytes = su->workspace, .time_limit = 20};
+    remat_plan_opts po = probe_opts(su, s);
     remat_train_stats ts;
     double loss, t0;
     bool ok = false, lib_failed = true;
@@ -130,11 +141,13 @@ static bool verify(const struct setup *su, remat_strategy s, int64_t k, double *
             *secs = cli_now() - t0;
             remat_trainer_stats(t, &ts);
             ok = ts.measured_peak_bytes == ts.planned_peak_bytes &&
+                 ts.measured_host_bytes == ts.planned_host_bytes &&
                  ts.resident_bytes + ts.measured_peak_bytes <= su->budget;
             if (!ok)
-                cli_error(NULL, "%s at depth %lld: measured %zu bytes, planned %zu, resident "
-                          "%zu, budget %zu", remat_strategy_name(s), (long long)depth_of(k),
-                          ts.measured_peak_bytes, ts.planned_peak_bytes, ts.resident_bytes,
+                cli_error(NULL, "%s at depth %lld: measured %zu bytes, planned %zu (host tier "
+                          "%zu, %zu), resident %zu, budget %zu", remat_strategy_name(s),
+                          (long long)depth_of(k), ts.measured_peak_bytes, ts.planned_peak_bytes,
+                          ts.measured_host_bytes, ts.planned_host_bytes, ts.resident_bytes,
                           su->budget);
         }
     }
@@ -259,6 +272,7 @@ int cmd_depth(int argc, char **argv)
     static const remat_strategy dflt[] = {
         REMAT_STRATEGY_NONE,       REMAT_STRATEGY_APPROX_TC,   REMAT_STRATEGY_APPROX_MC,
         REMAT_STRATEGY_CHEN_SQRTN, REMAT_STRATEGY_CHEN_GREEDY, REMAT_STRATEGY_SUPERNEURONS,
+        REMAT_STRATEGY_HYBRID,
     };
     struct setup su = {.batch = 16, .h = 224, .w = 224, .verify = true};
     remat_strategy strat[REMAT_STRATEGY_COUNT];
@@ -306,7 +320,8 @@ int cmd_depth(int argc, char **argv)
             }
         } else if (!strcmp(a, "--no-verify")) {
             su.verify = false;
-        } else if ((k = cli_backend_option(&su.to, argc, argv, &i)) != 0) {
+        } else if ((k = cli_backend_option(&su.to, argc, argv, &i)) != 0 ||
+                   (k = cli_offload_option(&su.offload, argc, argv, &i)) != 0) {
             if (k < 0)
                 return 1;
         } else if (!strcmp(a, "--json")) {
