@@ -174,6 +174,29 @@ expect_error "data shape" "takes 3x224x224" $REMAT train resnet18 --data "$tmp/d
 expect_error "bad params file" "not a remat parameter file" $REMAT train resnet18 --input-size 32x32 --load "$tmp/d.bin"
 expect_error "train a dump" "cannot open\\|no shapes\\|no such file" $REMAT train /nonexistent/cg.txt
 
+# the host tier: hybrid at its least budget offloads, trains to none's parameters with the
+# host tier in a file, and reports the time model
+expect_error "zero bandwidth" "bandwidth must be above zero" $REMAT plan resnet18 --strategy hybrid --bandwidth 0
+expect_error "bad flops" "is not a rate" $REMAT plan resnet18 --strategy hybrid --flops fast
+if $REMAT plan resnet18 --batch 8 --strategy hybrid --budget min --json >"$tmp/h.json" 2>/dev/null &&
+   [ "$(json_get "$tmp/h.json" "j['offloaded_values'] > 0 and j['host_peak_bytes'] > 0 and abs(j['total_seconds'] - j['compute_seconds'] - j['stall_seconds']) < 1e-9")" = True ] &&
+   $REMAT plan resnet18 --batch 8 --strategy hybrid --budget min | grep -q "^host tier .* values offloaded"; then
+    ok "plan with offload"
+else
+    fail "plan with offload" "$(cat "$tmp/h.json")"
+fi
+if $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 2 --json >"$tmp/n.json" 2>/dev/null &&
+   $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 2 --strategy hybrid --budget min \
+       --host-file "$tmp/host.bin" --json >"$tmp/o.json" 2>/dev/null &&
+   [ "$(json_get "$tmp/n.json" "j['param_checksum']")" = "$(json_get "$tmp/o.json" "j['param_checksum']")" ] &&
+   [ "$(json_get "$tmp/o.json" "j['measured_host_bytes'] == j['planned_host_bytes'] > 0 and j['transfer_bytes'] > 0")" = True ] &&
+   [ -s "$tmp/host.bin" ]; then
+    ok "train with offload"
+else
+    fail "train with offload" "$(cat "$tmp/o.json")"
+fi
+expect_error "host file" "/nonexistent-dir/h.bin" $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 1 --strategy hybrid --budget min --host-file /nonexistent-dir/h.bin
+
 # make install: another C program links libremat through pkg-config
 if command -v pkg-config >/dev/null && [ -f Makefile ]; then
     if env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s install SAN=0 PREFIX="$tmp/prefix" >"$tmp/inst.log" 2>&1 &&
