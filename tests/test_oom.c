@@ -64,6 +64,32 @@ static remat_status zoo_work(const remat_allocator *a, const void *arg)
     return st;
 }
 
+/* The offloading planners at their least budget, then the simulator. */
+static remat_status offload_work(const remat_allocator *a, const void *arg)
+{
+    remat_zoo_opts o = {.batch = 2, .height = 32, .width = 32};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    remat_schedule *s = NULL;
+    remat_sim_result r;
+    remat_status st;
+
+    if (!(st = remat_zoo_build(arg, &o, a, &g)) && !(st = remat_tgraph_from_graph(g, NULL, &tg)))
+        for (int k = 0; k < 2 && !st; k++) {
+            remat_plan_opts po = {.strategy = k ? REMAT_STRATEGY_HYBRID
+                                                : REMAT_STRATEGY_SUPERNEURONS,
+                                  .budget_min = true};
+
+            if (!(st = remat_plan(tg, &po, &s, NULL)))
+                st = remat_sim_run(tg, s, &r);
+            remat_schedule_free(s);
+            s = NULL;
+        }
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+    return st;
+}
+
 static remat_status dump_work(const remat_allocator *a, const void *arg)
 {
     remat_tgraph *tg = NULL;
@@ -112,6 +138,7 @@ static void test_oom_zoo(void)
     oom_loop("resnet18", zoo_work, "resnet18");
     oom_loop("googlenet", zoo_work, "googlenet");
     oom_loop("unet", zoo_work, "unet");
+    oom_loop("resnet18 offload plans", offload_work, "resnet18");
 }
 
 static void test_oom_dump(void)

@@ -66,6 +66,7 @@ static remat_status op_edges(const remat_tgraph *tg, const remat_allocator *a, i
         cap += (size_t)tg->ops[w].n_in;
     *at = core_calloc(a, (size_t)n + 2, sizeof **at);
     *to = core_calloc(a, cap + 1, sizeof **to);
+    *n_edges = cap; /* the caller frees *to with it, on failure too */
     if (!*at || !*to)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory building the planners' graph");
     for (int32_t w = 0; w < n; w++) {
@@ -85,7 +86,6 @@ static remat_status op_edges(const remat_tgraph *tg, const remat_allocator *a, i
         }
     }
     (*at)[n] = k;
-    *n_edges = cap;
     return REMAT_OK;
 }
 

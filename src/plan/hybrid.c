@@ -45,8 +45,7 @@ static remat_status add_base(const remat_tgraph *tg, struct bases *b, remat_sche
 }
 
 /* The plans to start from. */
-static remat_status make_bases(const remat_tgraph *tg, const remat_plan_opts *o,
-                               struct bases *b)
+static remat_status make_bases(const remat_tgraph *tg, struct bases *b)
 {
     struct dag d;
     struct lsets ls = {0};
@@ -57,7 +56,6 @@ static remat_status make_bases(const remat_tgraph *tg, const remat_plan_opts *o,
     remat_schedule *s = NULL;
     remat_status st;
 
-    (void)o;
     if ((st = dag_build(tg, &d)))
         return st;
     c.block = core_calloc(d.al, (size_t)d.n + 1, sizeof *c.block);
@@ -137,7 +135,7 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
     size_t target = *budget;
 
     *out = NULL;
-    if ((st = make_bases(tg, o, &b)))
+    if ((st = make_bases(tg, &b)))
         goto out;
     if (o->budget_min) {
         /* the least peak any base reaches, every value a candidate */

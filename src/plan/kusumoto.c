@@ -271,6 +271,7 @@ static remat_status dp_init(struct dp *p, const struct dag *d, const struct lset
     p->fr_n = core_calloc(p->al, (size_t)ls->n, sizeof *p->fr_n);
     if (!p->fr_at || !p->fr_n) {
         core_free(p->al, p->fr_at, sizeof *p->fr_at * (size_t)ls->n);
+        core_free(p->al, p->fr_n, sizeof *p->fr_n * (size_t)ls->n);
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
     }
     return REMAT_OK;

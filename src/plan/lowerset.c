@@ -37,13 +37,21 @@ static bool grow_sets(struct lsets *ls, size_t need)
         return true;
     while (cap < need)
         cap *= 2;
-    b = core_realloc(ls->al, ls->bits, sizeof *b * ls->cap * w, sizeof *b * cap * w);
-    if (!b)
+    /* both new before either old goes: the two arrays always share ls->cap */
+    b = core_alloc(ls->al, sizeof *b * cap * w);
+    sz = core_alloc(ls->al, sizeof *sz * cap);
+    if (!b || !sz) {
+        core_free(ls->al, b, sizeof *b * cap * w);
+        core_free(ls->al, sz, sizeof *sz * cap);
         return false;
+    }
+    if (ls->cap) {
+        memcpy(b, ls->bits, sizeof *b * ls->cap * w);
+        memcpy(sz, ls->size, sizeof *sz * ls->cap);
+    }
+    core_free(ls->al, ls->bits, sizeof *b * ls->cap * w);
+    core_free(ls->al, ls->size, sizeof *sz * ls->cap);
     ls->bits = b;
-    sz = core_realloc(ls->al, ls->size, sizeof *sz * ls->cap, sizeof *sz * cap);
-    if (!sz)
-        return false;
     ls->size = sz;
     ls->cap = cap;
     return true;

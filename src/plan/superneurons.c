@@ -143,8 +143,10 @@ remat_status plan_superneurons(const remat_tgraph *tg, const struct dag *d,
 
         if (k == 1 && o->no_offload)
             continue;
-        if ((st = lower_keep(tg, d, kept, k == 2, &s)) || (st = planner_finish(tg, &s)))
+        if ((st = lower_keep(tg, d, kept, k == 2, &s)) || (st = planner_finish(tg, &s))) {
+            remat_schedule_free(s);
             break;
+        }
         if (k > 0 && !o->no_offload) {
             st = plan_offload(tg, s, cand, &target, o->bandwidth, o->flops, &so, &pi);
             remat_schedule_free(s);
