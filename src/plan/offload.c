@@ -227,6 +227,7 @@ static remat_status emit(const struct pass *p, remat_schedule **out)
     qsort(ev, ne, sizeof *ev, by_event);
     if ((st = schedule_new(a, &s)))
         goto out;
+    s->file_order = p->s->file_order;
     for (size_t i = 0; i < p->n && !st; i++) {
         st = schedule_push(s, p->s->steps[i].kind, p->s->steps[i].id);
         for (; e < ne && ev[e].after == i && !st; e++) {
@@ -268,7 +269,11 @@ remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning the host tier");
         goto out;
     }
-    if ((st = remat_sim_timeline(tg, s, p.live, s->n)) || (st = find_cands(&p, cand)))
+    if ((st = remat_sim_timeline(tg, s, p.live, s->n)))
+        goto out;
+    /* a dump replayed in its file's order (not topological) has no forward/backward
+     * boundary to offload across: it is kept as it is */
+    if (!s->file_order && (st = find_cands(&p, cand)))
         goto out;
     for (size_t i = 0; i < s->n; i++)
         p.clock[i] = (i ? p.clock[i - 1] : 0) + step_seconds(tg, s->steps[i], fl);
