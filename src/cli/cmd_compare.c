@@ -1,6 +1,7 @@
 /*
  * cmd_compare.c - `remat compare MODEL|FILE`: every strategy on one model, in one
- * table shaped like the paper's: peak, reduction from `none`, overhead, planning time.
+ * table shaped like the paper's: peak, reduction from `none`, overhead, bytes offloaded,
+ * planning time.
  */
 #include "cli/cli.h"
 
@@ -13,7 +14,8 @@ static void help(FILE *f)
             "usage: remat compare MODEL|FILE [options]\n\n"
             "Plans the model with every strategy and prints one table: the budget each\n"
             "met, the simulated activation peak, its reduction from `none`, the overhead\n"
-            "(recomputed cost / forward cost) and the planning time. MODEL is a zoo name;\n"
+            "(recomputed cost / forward cost), the bytes sent to the host tier and the\n"
+            "planning time. MODEL is a zoo name;\n"
             "FILE a graph dump (cg_*.txt) or an ONNX model (*.onnx).\n\n"
             "  --budget B|min      the total budget for every strategy (default min: each\n"
             "                      strategy at its own smallest feasible budget)\n"
@@ -100,8 +102,8 @@ int cmd_compare(int argc, char **argv)
         printf("%s: %d values, %d ops, resident %.3f GB (GB = 10^9 bytes); budgets are "
                "totals, peaks are activations\n", m.spec, remat_tgraph_n_planned(m.tg),
                remat_tgraph_n_ops(m.tg), (double)remat_tgraph_resident_bytes(m.tg) / 1e9);
-        printf("%-13s %10s %10s %10s %9s %9s %10s\n", "strategy", "budget GB", "peak GB",
-               "reduction", "overhead", "plan s", "blocks");
+        printf("%-13s %10s %10s %10s %9s %10s %9s %10s\n", "strategy", "budget GB", "peak GB",
+               "reduction", "overhead", "offload GB", "plan s", "blocks");
     }
     for (int s = 0; s < REMAT_STRATEGY_COUNT; s++) {
         remat_plan_opts o = base;
@@ -143,6 +145,9 @@ int cmd_compare(int argc, char **argv)
                 json_f64(&j, "reduction", 1 - (double)r.activation_peak_bytes /
                                                   (double)none_peak);
                 json_f64(&j, "overhead", r.overhead);
+                json_u64(&j, "offloaded_bytes", pi.offloaded_bytes);
+                json_u64(&j, "host_peak_bytes", r.host_peak_bytes);
+                json_f64(&j, "total_seconds", r.total_seconds);
                 json_u64(&j, "dp_bound_bytes", pi.dp_bound_bytes);
                 json_i64(&j, "n_lower_sets", pi.n_lower_sets);
                 json_i64(&j, "n_blocks", pi.n_blocks);
@@ -153,10 +158,10 @@ int cmd_compare(int argc, char **argv)
         } else if (st) {
             printf("%-13s %s\n", name, remat_errmsg());
         } else {
-            printf("%-13s %10.3f %10.3f %9.1f%% %9.3f %9.3f %10d\n", name,
+            printf("%-13s %10.3f %10.3f %9.1f%% %9.3f %10.3f %9.3f %10d\n", name,
                    (double)pi.budget_bytes / 1e9, (double)r.activation_peak_bytes / 1e9,
                    100.0 * (1 - (double)r.activation_peak_bytes / (double)none_peak),
-                   r.overhead, pi.plan_seconds, pi.n_blocks);
+                   r.overhead, (double)pi.offloaded_bytes / 1e9, pi.plan_seconds, pi.n_blocks);
         }
         fflush(stdout);
         remat_schedule_free(sched);
