@@ -445,6 +445,16 @@ typedef struct remat_train_stats {
 void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st);
 /* FNV-1a 64 of every parameter's bytes, in graph order. */
 uint64_t remat_trainer_param_checksum(const remat_trainer *t);
+/*
+ * A function called after the first forward of every op in a step (recomputations
+ * excluded), with the op's id and type and its output: numel floats, valid during the
+ * call only; for max pooling also the window maximum each output took (numel int32, the
+ * index h*W + w in its input plane), NULL for other ops. For inspection (activation
+ * statistics, masks); it must not call back into the trainer. fn NULL removes it.
+ */
+typedef void (*remat_forward_hook)(void *ud, int32_t op, remat_op type, const float *out,
+                                   const int32_t *argmax, int64_t numel);
+void remat_trainer_set_forward_hook(remat_trainer *t, remat_forward_hook fn, void *ud);
 /* A parameter, a batch-norm running statistic ("<op>.running_mean", "<op>.running_var")
  * or another value with storage outside the arena, by name: its data,
  * its gradient (NULL if none) and its element count. REMAT_ERR_ARG if unknown. */

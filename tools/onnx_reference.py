@@ -26,6 +26,16 @@ auxiliary classifiers); SIZE the square input size; BATCH the batch. OUT_DIR rec
 
 With --resnet50-224 the script only writes OUT_DIR/model.onnx: ResNet-50 at 224x224,
 1000 classes, batch BATCH (the `remat compare` check against the zoo).
+
+With --masks IN OUT (and the same MODEL SIZE BATCH --seed) it exports nothing and writes
+OUT: the float64 loss and gradients as grads.prm, but with every ReLU and ReLU6 taking
+its pattern (which elements are cut at 0, passed, cut at 6) and every max pooling its
+window winners from IN, the choices remat's own float32 forward made, in call order:
+records of an int64 count, an int32 kind, then for kind 0 one byte per element (0 cut
+low, 1 passed, 2 cut high), for kind 1 int32 indices h*W + w in the input plane.
+Float32 and float64 forwards put a few elements near a kink (or a near-tie) on different
+sides, and the backward passes those flips on; with the same choices the two differ
+only by rounding (tests/test_onnx.c).
 """
 import os
 import struct
@@ -74,12 +84,79 @@ def export(model, x, path):
                       input_names=["input"], output_names=["logits"])
 
 
+class _Masked(torch.autograd.Function):
+    """y = x where passed, lo where cut low, hi where cut high; dy/dx = the passed mask."""
+
+    @staticmethod
+    def forward(ctx, x, mid, low, high, lo, hi):
+        ctx.save_for_backward(mid)
+        return x * mid + lo * low + hi * high
+
+    @staticmethod
+    def backward(ctx, g):
+        (mid,) = ctx.saved_tensors
+        return g * mid, None, None, None, None, None
+
+
+def masked_grads(name, model, x, y, masks_path, out_path):
+    with open(masks_path, "rb") as f:
+        blob = f.read()
+    patterns, at = [], 0
+    while at < len(blob):
+        n, kind = struct.unpack_from("<qi", blob, at)
+        at += 12
+        size = n * (4 if kind else 1)
+        dtype = torch.int32 if kind else torch.uint8
+        patterns.append((kind, torch.frombuffer(bytearray(blob[at:at + size]), dtype=dtype)))
+        at += size
+    used = [0]
+    F = torch.nn.functional
+    relu, hardtanh, max_pool2d = F.relu, F.hardtanh, F.max_pool2d
+
+    def next_pattern(kind, numel):
+        if used[0] >= len(patterns):
+            raise SystemExit("masks: more activations than patterns (%d)" % len(patterns))
+        k, p = patterns[used[0]]
+        if k != kind or p.numel() != numel:
+            raise SystemExit("masks: op %d is kind %d with %d elements, its pattern kind %d "
+                             "with %d" % (used[0], kind, numel, k, p.numel()))
+        used[0] += 1
+        return p.to(torch.int64)
+
+    def take(t, lo, hi):
+        p = next_pattern(0, t.numel()).reshape(t.shape)
+        return _Masked.apply(t, (p == 1).to(t.dtype), (p == 0).to(t.dtype),
+                             (p == 2).to(t.dtype), lo, hi)
+
+    def pool(t, *args, **kw):
+        shape = max_pool2d(t.detach(), *args, **kw).shape
+        idx = next_pattern(1, shape.numel()).reshape(shape[0], shape[1], -1)
+        return t.flatten(2).gather(2, idx).reshape(shape)
+
+    F.relu = lambda t, inplace=False: take(t, 0.0, 0.0)
+    F.hardtanh = lambda t, min_val=-1.0, max_val=1.0, inplace=False: take(t, min_val, max_val)
+    F.max_pool2d = pool
+    try:
+        net = model.to(torch.float64).train()
+        loss = torch.nn.functional.cross_entropy(net(x.to(torch.float64)), y)
+        loss.backward()
+    finally:
+        F.relu, F.hardtanh, F.max_pool2d = relu, hardtanh, max_pool2d
+    if used[0] != len(patterns):
+        raise SystemExit("masks: %d patterns, %d activations" % (len(patterns), used[0]))
+    grads = [("loss", loss.detach().reshape(1))]
+    grads += [(n, p.grad) for n, p in remat_names(net)]
+    write_prm(out_path, grads)
+
+
 def main():
-    args, seed, argv = [], 1, sys.argv[1:]
+    args, seed, argv, masks = [], 1, sys.argv[1:], None
     while argv:
         a = argv.pop(0)
         if a == "--seed" and argv:
             seed = int(argv.pop(0))
+        elif a == "--masks" and len(argv) >= 2:
+            masks = (argv.pop(0), argv.pop(0))
         elif not a.startswith("--"):
             args.append(a)
     if len(args) != 4:
@@ -97,6 +174,9 @@ def main():
             m.p = 0.0
     x = torch.rand(batch, 3, size, size) * 2 - 1
     y = torch.randint(0, 10, (batch,))
+    if masks:
+        masked_grads(name, model, x, y, masks[0], masks[1])
+        return
     named = remat_names(model)
     write_prm(os.path.join(out, "init.prm"), named)
     write_data(os.path.join(out, "data.bin"), x, y)

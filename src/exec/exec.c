@@ -468,6 +468,10 @@ static remat_status run_steps(remat_trainer *t, double *loss)
             st = t->be->forward(t->ctx, &k);
             if (!st && graph_op(t->g, step.id)->out == t->g->loss && k.update_stats)
                 *loss = k.out.data[0];
+            if (!st && t->hook && k.update_stats)
+                t->hook(t->hook_ud, step.id, k.type, k.out.data,
+                        k.type == REMAT_OP_MAX_POOL ? (const int32_t *)k.aux.data : NULL,
+                        ktensor_numel(&k.out));
             break;
         case REMAT_STEP_BWD:
             allocate(t, step, &next_inst);
@@ -552,6 +556,14 @@ remat_status remat_trainer_step(remat_trainer *t, const float *const *inputs,
     params_sgd(t);
     t->step++;
     return REMAT_OK;
+}
+
+void remat_trainer_set_forward_hook(remat_trainer *t, remat_forward_hook fn, void *ud)
+{
+    if (!t)
+        return;
+    t->hook = fn;
+    t->hook_ud = ud;
 }
 
 void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)

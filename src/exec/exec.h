@@ -46,6 +46,8 @@ struct remat_trainer {
     unsigned char *host_state; /* per buffer: 0 none, 1 going out, 2 on the host, 3 coming back */
     size_t host_live, measured_host, transfer_bytes;
     double wait_seconds;
+    remat_forward_hook hook;
+    void *hook_ud;
     bool debug;               /* REMAT_DEBUG set: check every allocation for overlaps */
     bool dry;                 /* preparing: tensors get stand-in data */
 };
