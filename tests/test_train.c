@@ -165,8 +165,73 @@ static void test_cpu(void)
     run_backend(REMAT_BACKEND_CPU);
 }
 
+/* The forward hook: once per op and step under a plan that recomputes (never for the
+ * recomputations), views excepted, with max pooling's window winners (each inside its
+ * input plane) and only there. */
+struct hook_count {
+    const remat_tgraph *tg;
+    int32_t *calls;
+    int bad;
+};
+
+static void count_hook(void *ud, int32_t op, remat_op type, const float *out,
+                       const int32_t *argmax, int64_t numel)
+{
+    struct hook_count *h = ud;
+
+    h->calls[op]++;
+    if ((type == REMAT_OP_MAX_POOL) != (argmax != NULL) || !out || numel <= 0)
+        h->bad++;
+    for (int64_t i = 0; argmax && i < numel; i++)
+        h->bad += argmax[i] < 0 || argmax[i] >= 16 * 16; /* resnet18's pool input at 32x32 */
+    for (int64_t i = 0; type == REMAT_OP_RELU && i < numel; i++)
+        h->bad += !(out[i] >= 0);
+}
+
+static void test_forward_hook(void)
+{
+    remat_zoo_opts zo = {.batch = 2, .height = 32, .width = 32, .classes = 10};
+    remat_plan_opts po = {.strategy = REMAT_STRATEGY_APPROX_MC, .budget_min = true};
+    remat_train_opts to = remat_train_opts_default();
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    remat_schedule *s = NULL;
+    remat_trainer *t = NULL;
+    struct hook_count h = {0};
+    size_t fwd = 0;
+    double loss;
+
+    if (remat_zoo_build("resnet18", &zo, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg) ||
+        remat_plan(tg, &po, &s, NULL) || remat_trainer_new(g, tg, s, &to, &t)) {
+        CHECK(false, "%s", remat_errmsg());
+        goto out;
+    }
+    for (size_t i = 0; i < remat_schedule_n_steps(s); i++)
+        fwd += remat_schedule_steps(s)[i].kind == REMAT_STEP_FWD;
+    CHECK(fwd > (size_t)tg->n_ops, "the plan recomputes nothing (%zu forwards)", fwd);
+    h.tg = tg;
+    h.calls = calloc((size_t)tg->n_ops, sizeof *h.calls);
+    REMAT_ASSERT_TEST(h.calls);
+    remat_trainer_set_forward_hook(t, count_hook, &h);
+    CHECK_OK(remat_trainer_step(t, NULL, NULL, &loss));
+    CHECK_OK(remat_trainer_step(t, NULL, NULL, &loss));
+    remat_trainer_set_forward_hook(t, NULL, NULL);
+    CHECK_OK(remat_trainer_step(t, NULL, NULL, &loss));
+    for (int32_t o = 0; o < tg->n_ops; o++)
+        CHECK(h.calls[o] == (tg->ops[o].is_view ? 0 : 2), "op %d (%s): %d calls in 2 steps",
+              o, tg->ops[o].type_name, h.calls[o]);
+    CHECK(h.bad == 0, "%d bad calls", h.bad);
+    free(h.calls);
+out:
+    remat_trainer_free(t);
+    remat_schedule_free(s);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 int main(void)
 {
+    RUN(test_forward_hook);
     RUN(test_ref);
     RUN(test_cpu);
     return harness_end();
