@@ -68,4 +68,7 @@ void *vec_push(vec *v);
 bool vec_reserve(vec *v, size_t n);
 #define VEC_AT(v, T, i) (&((T *)(v)->data)[i])
 
+/* Seconds on the monotonic clock (clock.c): for timing, not for dates. */
+double core_seconds(void);
+
 #endif

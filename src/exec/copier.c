@@ -6,7 +6,6 @@
 
 #include <pthread.h>
 #include <string.h>
-#include <time.h>
 
 #define RING 256
 
@@ -27,14 +26,6 @@ struct copier {
     bool stop;
 };
 
-static double now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void *worker(void *arg)
 {
     struct copier *c = arg;
@@ -50,9 +41,9 @@ static void *worker(void *arg)
             break;
         r = c->ring[c->done % RING];
         pthread_mutex_unlock(&c->mu);
-        t0 = now();
+        t0 = core_seconds();
         memcpy(r.dst, r.src, r.n);
-        t0 = now() - t0;
+        t0 = core_seconds() - t0;
         pthread_mutex_lock(&c->mu);
         c->seconds += t0;
         c->done++;

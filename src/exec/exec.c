@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 remat_train_opts remat_train_opts_default(void)
@@ -393,14 +392,6 @@ static void fill_kop(remat_trainer *t, int32_t o, struct kop *k)
     k->key = mix(mix(t->o.seed, (uint64_t)t->step), (uint64_t)o);
 }
 
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* OFFLOAD, PREFETCH and WAIT (the schedule is valid: the simulator checked it). */
 static void host_step(remat_trainer *t, remat_step step, size_t *next_inst, size_t *next_host)
 {
@@ -432,9 +423,9 @@ static void host_step(remat_trainer *t, remat_step step, size_t *next_inst, size
         t->transfer_bytes += bytes;
         break;
     default: /* WAIT */
-        t0 = now();
+        t0 = core_seconds();
         t->be->copy_wait(t->ctx, t->ticket[b]);
-        t->wait_seconds += now() - t0;
+        t->wait_seconds += core_seconds() - t0;
         if (t->host_state[b] == 3) {
             t->host_live -= bytes;
             t->host_state[b] = 0;

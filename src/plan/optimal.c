@@ -428,7 +428,7 @@ static remat_status opt_arrays(struct opt *o, struct best *b, bool **R, bool **S
 remat_status plan_optimal(const remat_tgraph *tg, const struct dag *d, size_t budget,
                           double time_limit, remat_schedule **out, remat_plan_info *info)
 {
-    double t_end = optimal_seconds() + time_limit, unit = 1, milp_budget = (double)budget + 0.5;
+    double t_end = core_seconds() + time_limit, unit = 1, milp_budget = (double)budget + 0.5;
     double recomputed = 0, overhead;
     struct opt o;
     struct best b = {.budget = budget};
@@ -471,7 +471,7 @@ remat_status plan_optimal(const remat_tgraph *tg, const struct dag *d, size_t bu
     }
     remat_schedule_free(*out);
     *out = NULL;
-    optimal_search(&o, &b, order, optimal_seconds() + 0.25 * time_limit);
+    optimal_search(&o, &b, order, core_seconds() + 0.25 * time_limit);
     while (unit * 2048 < (double)budget)
         unit *= 2;
     for (int tries = 0; tries < OPT_TRIES; tries++) {

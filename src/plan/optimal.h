@@ -14,7 +14,6 @@
 
 #include "plan/planners.h"
 
-#include <time.h>
 
 struct opt {
     const remat_tgraph *tg;
@@ -52,14 +51,6 @@ struct solve {
     bool proven;         /* ... proven optimal */
     double bound;        /* a lower bound on the overhead, -1: none */
 };
-
-static inline double optimal_seconds(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Whether the MILP has R[s][i], S[s][i]; whether R[s][i] is fixed at 1. */
 static inline bool optimal_has_r(const struct opt *o, int32_t s, int32_t i)

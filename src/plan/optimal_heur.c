@@ -159,9 +159,9 @@ void optimal_search(const struct opt *o, struct best *b, int32_t *order, double 
             offer_modes(o, b);
         }
     }
-    while (b->found && better && optimal_seconds() < t_end) {
+    while (b->found && better && core_seconds() < t_end) {
         better = false;
-        for (int32_t q = 0; q < nf && optimal_seconds() < t_end; q++) {
+        for (int32_t q = 0; q < nf && core_seconds() < t_end; q++) {
             int32_t i = order[q];
             uint8_t was = b->best_mode[i];
 

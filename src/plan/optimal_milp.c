@@ -241,7 +241,7 @@ static void on_tree(glp_tree *tree, void *info)
     if (glp_ios_reason(tree) == GLP_ISELECT && (p = glp_ios_best_node(tree)) > 0 &&
         glp_ios_node_bound(tree, p) > cs->bound)
         cs->bound = glp_ios_node_bound(tree, p);
-    if (optimal_seconds() > cs->t_end)
+    if (core_seconds() > cs->t_end)
         glp_ios_terminate(tree);
 }
 
@@ -275,7 +275,7 @@ static glp_prob *lp_glpk(const struct lp *lp)
 
 static int ms_left(double t_end)
 {
-    double ms = (t_end - optimal_seconds()) * 1000;
+    double ms = (t_end - core_seconds()) * 1000;
 
     return ms >= INT_MAX ? INT_MAX : ms > 1 ? (int)ms : 1;
 }

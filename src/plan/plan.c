@@ -7,7 +7,6 @@
 #include "plan/schedule.h"
 
 #include <string.h>
-#include <time.h>
 
 static const char *const names[] = {
 #define REMAT_X_NAME(e, s) s,
@@ -27,14 +26,6 @@ remat_strategy remat_strategy_from_name(const char *name)
         if (!strcmp(name, names[i]))
             return (remat_strategy)i;
     return REMAT_STRATEGY_COUNT;
-}
-
-static double seconds(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 remat_status planner_sim_peak(const remat_tgraph *tg, const remat_schedule *s, size_t *peak)
@@ -272,7 +263,7 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     remat_plan_info dummy;
     remat_plan_opts opts = {0};
     size_t budget, peak, fixed;
-    double t0 = seconds();
+    double t0 = core_seconds();
     remat_status st;
 
     if (!out)
@@ -338,11 +329,11 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     info->activation_budget_bytes = budget;
     info->budget_bytes = budget >= SIZE_MAX / 4 ? 0 : budget + fixed;
     info->feasible = true;
-    info->plan_seconds = seconds() - t0;
+    info->plan_seconds = core_seconds() - t0;
     return REMAT_OK;
 fail:
     remat_schedule_free(*out);
     *out = NULL;
-    info->plan_seconds = seconds() - t0;
+    info->plan_seconds = core_seconds() - t0;
     return st;
 }
