@@ -98,7 +98,7 @@ class _Masked(torch.autograd.Function):
         return g * mid, None, None, None, None, None
 
 
-def masked_grads(name, model, x, y, masks_path, out_path):
+def masked_grads(model, x, y, masks_path, out_path):
     with open(masks_path, "rb") as f:
         blob = f.read()
     patterns, at = [], 0
@@ -175,7 +175,7 @@ def main():
     x = torch.rand(batch, 3, size, size) * 2 - 1
     y = torch.randint(0, 10, (batch,))
     if masks:
-        masked_grads(name, model, x, y, masks[0], masks[1])
+        masked_grads(model, x, y, masks[0], masks[1])
         return
     named = remat_names(model)
     write_prm(os.path.join(out, "init.prm"), named)

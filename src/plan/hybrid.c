@@ -22,7 +22,6 @@
 #include "plan/schedule.h"
 
 #include <math.h>
-#include <string.h>
 
 #define N_SWEEP 8
 #define MAX_BASE (N_SWEEP + 4)

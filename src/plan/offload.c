@@ -46,15 +46,6 @@ struct pass {
     int32_t nc;
 };
 
-static double step_seconds(const remat_tgraph *tg, remat_step st, double flops)
-{
-    if (st.kind == REMAT_STEP_FWD)
-        return tg->ops[st.id].fwd_flops / flops;
-    if (st.kind == REMAT_STEP_BWD)
-        return tg->ops[st.id].bwd_flops / flops;
-    return 0;
-}
-
 /* Finds the candidates: one pass records allocations, reads and the first BWD. */
 static remat_status find_cands(struct pass *p, const bool *cand)
 {
@@ -276,7 +267,7 @@ remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const
     if (!s->file_order && (st = find_cands(&p, cand)))
         goto out;
     for (size_t i = 0; i < s->n; i++)
-        p.clock[i] = (i ? p.clock[i - 1] : 0) + step_seconds(tg, s->steps[i], fl);
+        p.clock[i] = (i ? p.clock[i - 1] : 0) + step_flops(tg, s->steps[i]) / fl;
     peak = peak_of(&p);
     if (peak <= *target || !p.nc) {
         for (int32_t i = 0; i < p.nc; i++)

@@ -89,6 +89,13 @@ int32_t step_max_touch(const remat_tgraph *tg)
     return m;
 }
 
+double step_flops(const remat_tgraph *tg, remat_step st)
+{
+    if (st.kind == REMAT_STEP_FWD)
+        return tg->ops[st.id].fwd_flops;
+    return st.kind == REMAT_STEP_BWD ? tg->ops[st.id].bwd_flops : 0;
+}
+
 static void add_unique(int32_t *list, int32_t *n, int32_t buf)
 {
     for (int32_t i = 0; i < *n; i++)

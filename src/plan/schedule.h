@@ -26,6 +26,8 @@ remat_status schedule_copy(const remat_schedule *s, remat_schedule **out);
  * The caller passes arrays of at least step_max_touch(tg) entries.
  */
 int32_t step_max_touch(const remat_tgraph *tg);
+/* The FLOPs a step computes: its op's forward or backward; 0 for the other kinds. */
+double step_flops(const remat_tgraph *tg, remat_step st);
 void step_touch(const remat_tgraph *tg, remat_step st, int32_t *reads, int32_t *n_reads,
                 int32_t *makes, int32_t *n_makes);
 

@@ -194,8 +194,7 @@ static remat_status step_host(struct sim *m, size_t i, remat_step step)
 /* The compute time of a FWD or BWD step. */
 static void tick(struct sim *m, remat_step step)
 {
-    const struct top *op = &m->tg->ops[step.id];
-    double t = (step.kind == REMAT_STEP_FWD ? op->fwd_flops : op->bwd_flops) / m->flops;
+    double t = step_flops(m->tg, step) / m->flops;
 
     m->clock += t;
     if (m->res)
