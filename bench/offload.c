@@ -170,17 +170,19 @@ static void cpu_table(int threads)
         remat_train_opts to = remat_train_opts_default();
         remat_schedule *s = NULL;
         remat_trainer *t = NULL;
+        remat_algos *al = NULL;
         remat_train_stats st0, st;
         double secs[3], loss, tmp;
 
         to.backend = REMAT_BACKEND_CPU;
         to.threads = threads;
-        if (remat_train_workspace(g, tg, &to, &po.workspace_bytes) ||
+        if (remat_train_algos(g, tg, &to, &al) || !(po.algos = al) ||
             remat_plan(tg, &po, &s, NULL) || remat_trainer_new(g, tg, s, &to, &t) ||
             remat_trainer_step(t, NULL, NULL, &loss)) {
             printf("| %s | failed: %s |\n", remat_strategy_name(ss[i]), remat_errmsg());
             remat_trainer_free(t);
             remat_schedule_free(s);
+            remat_algos_free(al);
             continue;
         }
         remat_trainer_stats(t, &st0);
@@ -207,13 +209,13 @@ static void cpu_table(int threads)
                 snprintf(hid, sizeof hid, "%.0f%%", 100 * (1 - (w < cp ? w : cp) / cp));
             printf("| %s | %.3f | %.1f (%.1f) | %.1f (%.1f) | %.1f | %.3f | %.3f | %s |\n",
                    remat_strategy_name(ss[i]), secs[1],
-                   (double)(st.planned_peak_bytes - st.workspace_bytes) / 1e6,
-                   (double)(st.measured_peak_bytes - st.workspace_bytes) / 1e6,
+                   (double)st.planned_peak_bytes / 1e6, (double)st.measured_peak_bytes / 1e6,
                    (double)st.planned_host_bytes / 1e6, (double)st.measured_host_bytes / 1e6,
                    (double)(st.transfer_bytes - st0.transfer_bytes) / 3e6, cp, w, hid);
         }
         remat_trainer_free(t);
         remat_schedule_free(s);
+        remat_algos_free(al);
     }
     printf("\n");
     remat_tgraph_free(tg);

@@ -252,6 +252,7 @@ typedef struct remat_step {
 } remat_step;
 
 typedef struct remat_schedule remat_schedule;
+typedef struct remat_algos remat_algos; /* a backend's kernels: remat_train_algos */
 
 /* The `none` strategy: forward in op order, backward in reverse, each buffer freed
  * right after its last use. */
@@ -287,8 +288,12 @@ typedef struct remat_plan_opts {
     bool budget_min;         /* find the smallest feasible budget (bisection) */
     double time_limit;       /* seconds for `optimal`; 0: 60 */
     int64_t max_lower_sets;  /* exact DP's cap; 0: 100,000 (about two minutes) */
-    size_t workspace_bytes;  /* the backend's scratch (remat_train_workspace), counted in
-                                the budget beside the resident bytes */
+    const remat_algos *algos; /* the backend's kernels (remat_train_algos): the plan
+                                chooses each op's algorithm and counts its scratch in
+                                the peak; NULL: kernels without scratch (ref) */
+    const char *conv_algo;   /* with algos: NULL or "fit": for each op and pass the
+                                fastest algorithm whose scratch fits; a backend's name
+                                ("gemm"): that one wherever the op has it */
     bool authors_lattice;    /* exact DP: only the chains the authors' solver can reach
                                 (their depth-first numbering of the lower sets, see
                                 docs/planners.md); reproduces their figures */
@@ -315,6 +320,10 @@ typedef struct remat_plan_info {
     double optimality_gap;          /* `optimal`: relative MILP gap (0 when proven) */
     int32_t n_offloaded;            /* values sent to the host tier and back */
     size_t offloaded_bytes;         /* their bytes */
+    size_t scratch_reserve_bytes;   /* kept free for the kernels' scratch while planning:
+                                       the largest least scratch of an op (with algos) */
+    int32_t n_algo_choices;         /* ops' passes with more than one algorithm */
+    int32_t n_algo_fastest;         /* of them, those given their fastest */
 } remat_plan_info;
 
 /*
@@ -327,17 +336,25 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
 void remat_schedule_free(remat_schedule *s);
 size_t remat_schedule_n_steps(const remat_schedule *s);
 const remat_step *remat_schedule_steps(const remat_schedule *s);
+/* The algorithm the plan chose for step i (an id of the backend's, see remat_algos_name;
+ * -1 when the plan chose none: no algos, or not a FWD or BWD) and the scratch it takes
+ * during the step (scratch may be NULL). */
+int32_t remat_schedule_step_algo(const remat_schedule *s, size_t i, size_t *scratch);
 /* Buffers: ids [0, n_values) hold forward values, [n_values, 2 n_values) gradients. */
 const char *remat_buffer_name(const remat_tgraph *tg, int32_t buf, char *tmp, size_t n);
 
 /* -------------------------------------------------------------- simulator */
 
 typedef struct remat_sim_result {
-    size_t activation_peak_bytes; /* max live plan-controlled bytes after a step */
+    size_t activation_peak_bytes; /* max live plan-controlled bytes after a step, with
+                                     the step's scratch */
     size_t naive_bytes;           /* every forward value and gradient held at once */
     size_t naive_all_bytes;       /* twice every value, inputs and parameters too */
     size_t resident_bytes;        /* params, their grads and momentum, inputs, labels, BN stats */
-    size_t lower_bound_bytes;     /* the largest single step's own need */
+    size_t lower_bound_bytes;     /* the largest single step's own need (its scratch
+                                     included) */
+    size_t scratch_peak_bytes;    /* the most scratch one step takes (counted in the
+                                     activation peak during its step) */
     double overhead;              /* recomputed cost / forward cost */
     size_t n_steps;
     size_t peak_step;             /* index of the step at the peak */
@@ -404,12 +421,23 @@ remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
                                remat_trainer **out);
 void remat_trainer_free(remat_trainer *t);
 /*
- * The workspace a trainer of this graph on this backend will hold (its kernels' scratch),
- * found by preparing every op without running it: pass it as remat_plan_opts.
- * workspace_bytes so that the plan's budget counts it.
+ * The backend's kernels for this graph: for every op's forward and backward, the
+ * algorithms the backend can run it with, fastest first, and the scratch each takes
+ * during its step (found by preparing every op without running it). Pass it as
+ * remat_plan_opts.algos: the plan chooses per op and pass the fastest algorithm whose
+ * scratch fits what the schedule leaves free at every step that runs it (one choice per
+ * op and pass, so that a recomputation gives the first forward's bits), and counts it.
+ * A trainer runs a schedule planned with another backend's table: REMAT_ERR_ARG.
  */
-remat_status remat_train_workspace(const remat_graph *g, const remat_tgraph *tg,
-                                   const remat_train_opts *o, size_t *bytes);
+remat_status remat_train_algos(const remat_graph *g, const remat_tgraph *tg,
+                               const remat_train_opts *o, remat_algos **out);
+void remat_algos_free(remat_algos *a);
+/* The backend's name for algorithm id ("gemm", "direct", "winograd"; "reference"). */
+const char *remat_algos_name(const remat_algos *a, int32_t id);
+/* The choices for op's forward or backward, fastest first: their count, and at most max
+ * of them in ids and scratch (either may be NULL). */
+int32_t remat_algos_choices(const remat_algos *a, int32_t op, bool backward, int32_t *ids,
+                            size_t *scratch, int32_t max);
 
 /*
  * One training step: forward, recomputation and backward as scheduled, then an SGD
@@ -425,12 +453,13 @@ remat_status remat_trainer_gradients(remat_trainer *t, const float *const *input
                                      const int32_t *labels, double *loss);
 
 typedef struct remat_train_stats {
-    size_t planned_peak_bytes;   /* the simulator's activation peak of the schedule plus
-                                    the backend's workspace */
-    size_t measured_peak_bytes;  /* the most arena bytes held at once while running plus
-                                    the scratch the backend holds */
-    size_t workspace_bytes;      /* the backend's scratch, prepared when the trainer is made
-                                    (oneDNN's scratchpads and gradient staging; 0 on ref) */
+    size_t planned_peak_bytes;   /* the simulator's activation peak of the schedule (the
+                                    steps' scratch included) */
+    size_t measured_peak_bytes;  /* the most arena bytes held at once while running (the
+                                    steps' scratch included) plus any scratch the backend
+                                    holds of its own */
+    size_t workspace_bytes;      /* the most scratch one step takes (oneDNN's scratchpads,
+                                    blocked copies and gradient staging; 0 on ref) */
     size_t arena_bytes;          /* the arena's size (>= the peak: fragmentation) */
     size_t resident_bytes;
     int64_t steps;

@@ -23,9 +23,12 @@ bool cli_parse_backend(const char *opt, const char *s, remat_backend_kind *out);
 /* --backend and --threads into *to: 1 when argv[*i] was one of them, 0 when not, -1 on a
  * bad value (printed). */
 int cli_backend_option(remat_train_opts *to, int argc, char **argv, int *i);
-/* --bandwidth, --flops and --no-offload into *po: as cli_backend_option. */
+/* --bandwidth, --flops, --no-offload and --conv-algo into *po: as cli_backend_option. */
 int cli_offload_option(remat_plan_opts *po, int argc, char **argv, int *i);
 #define CLI_OFFLOAD_HELP                                                                 \
+    "  --conv-algo A       with --backend cpu: fit (the default: each convolution's\n"   \
+    "                      fastest algorithm whose scratch fits what the plan leaves\n" \
+    "                      free), or gemm, direct or winograd wherever it applies\n"     \
     "  --bandwidth B       host-tier copy bandwidth per second for offload plans (a byte\n" \
     "                      count with a unit: 12GB, the default, is PCIe 3.0 x16)\n"    \
     "  --flops F           compute rate for the same time model, FLOP/s (10e12, 10T;\n" \
@@ -71,6 +74,21 @@ void json_u64(struct json *j, const char *key, uint64_t v);
 void json_f64(struct json *j, const char *key, double v);
 void json_bool(struct json *j, const char *key, bool v);
 void json_null(struct json *j, const char *key);
+
+/* What the plan chose for the kernels: per algorithm id, the convolution passes (op and
+ * pass, not steps) given it; how many of them got their fastest; the most scratch of
+ * one step. */
+#define CLI_MAX_ALGOS 8
+struct cli_kernels {
+    int32_t choices, fastest, per_algo[CLI_MAX_ALGOS];
+    size_t scratch_peak;
+};
+void cli_kernels_count(const remat_tgraph *tg, const remat_schedule *s, const remat_algos *a,
+                       struct cli_kernels *k);
+/* "kernels ..." and "scratch ..." lines; the JSON fields workspace_bytes, conv_passes,
+ * conv_passes_fastest and conv_algos. */
+void cli_kernels_text(const remat_algos *a, const struct cli_kernels *k, size_t reserve);
+void cli_kernels_json(struct json *j, const remat_algos *a, const struct cli_kernels *k);
 
 /* Seconds on the monotonic clock. */
 double cli_now(void);

@@ -5,7 +5,7 @@
  * The family is the zoo's very deep ImageNet ResNets: bottleneck blocks (3, 8, k, 3), the
  * third stage grown (depth 3 (14 + k) + 2 = 3k + 44, k >= 1: ResNet-47 upwards; k = 319
  * is ResNet-1001). For each strategy the largest k whose plan fits the total budget
- * (resident bytes and, when verifying on the cpu backend, its workspace included) is
+ * (resident bytes and, when verifying, the backend's kernels' scratch included) is
  * found by doubling and then bisection, each probe planned and simulated. The depth
  * found is then confirmed by one real training step (--no-verify skips it): the
  * trainer's measured peak must equal the plan's, and resident plus measured bytes must
@@ -34,7 +34,7 @@ static void help(FILE *f)
             "                      chen-sqrtn, chen-greedy, superneurons, hybrid)\n"
             "  --no-verify         skip the training step\n"
             "  --backend ref|cpu   the verifying step's backend (default cpu; its\n"
-            "                      workspace counts in the budget)\n"
+            "                      kernels' scratch counts in the budget)\n"
             "  --threads T         the cpu backend's threads (default: all)\n"
             "  --json              an array of {strategy, depth, activation_peak_bytes,\n"
             "                      verified, ...}\n" CLI_OFFLOAD_HELP);
@@ -42,27 +42,35 @@ static void help(FILE *f)
 
 struct setup {
     int64_t batch, h, w;
-    size_t budget, workspace;
+    size_t budget;
     remat_train_opts to;
     remat_plan_opts offload;   /* --bandwidth, --flops, --no-offload */
     bool verify;
 };
 
-/* The plan options of every probe. */
-static remat_plan_opts probe_opts(const struct setup *su, remat_strategy s)
+/* The plan options of every probe; when verifying, the backend's kernels for the
+ * probe's graph go to *al (NULL with the error printed on failure). */
+static remat_plan_opts probe_opts(const struct setup *su, remat_strategy s,
+                                  const remat_graph *g, const remat_tgraph *tg,
+                                  remat_algos **al, bool *err)
 {
     remat_plan_opts po = su->offload;
 
     po.strategy = s;
     po.budget_bytes = su->budget;
-    po.workspace_bytes = su->workspace;
     po.time_limit = 20;
+    *al = NULL;
+    if (su->verify && remat_train_algos(g, tg, &su->to, al)) {
+        cli_error(NULL, "depth: %s", remat_errmsg());
+        *err = true;
+    }
+    po.algos = *al;
     return po;
 }
 
 struct probe {
     bool fits;
-    size_t activation, resident;
+    size_t activation, resident, scratch;
 };
 
 static int64_t depth_of(int64_t k)
@@ -93,7 +101,8 @@ static struct probe try_depth(const struct setup *su, remat_strategy s, int64_t 
     remat_graph *g = build(su, k);
     remat_tgraph *tg = NULL;
     remat_schedule *sc = NULL;
-    remat_plan_opts po = probe_opts(su, s);
+    remat_algos *al = NULL;
+    remat_plan_opts po;
     remat_sim_result r;
     remat_status st;
 
@@ -105,16 +114,21 @@ static struct probe try_depth(const struct setup *su, remat_strategy s, int64_t 
         return p;
     }
     p.resident = remat_tgraph_resident_bytes(tg);
-    st = remat_plan(tg, &po, &sc, NULL);
+    po = probe_opts(su, s, g, tg, &al, err);
+    st = *err ? REMAT_ERR_ARG : remat_plan(tg, &po, &sc, NULL);
     if (st == REMAT_OK && !remat_sim_run(tg, sc, &r)) {
         p.fits = true;
         p.activation = r.activation_peak_bytes;
+        p.scratch = r.scratch_peak_bytes;
+    } else if (*err) {
+        /* printed */
     } else if (st != REMAT_ERR_INFEASIBLE) {
         cli_error(NULL, "%s at depth %lld: %s", remat_strategy_name(s),
                   (long long)depth_of(k), remat_errmsg());
         *err = true;
     }
     remat_schedule_free(sc);
+    remat_algos_free(al);
     remat_tgraph_free(tg);
     remat_graph_free(g);
     return p;
@@ -128,12 +142,14 @@ static bool verify(const struct setup *su, remat_strategy s, int64_t k, double *
     remat_tgraph *tg = NULL;
     remat_schedule *sc = NULL;
     remat_trainer *t = NULL;
-    remat_plan_opts po = probe_opts(su, s);
+    remat_algos *al = NULL;
+    remat_plan_opts po;
     remat_train_stats ts;
     double loss, t0;
-    bool ok = false, lib_failed = true;
+    bool ok = false, lib_failed = true, err = false;
 
-    if (g && !remat_tgraph_from_graph(g, NULL, &tg) && !remat_plan(tg, &po, &sc, NULL) &&
+    if (g && !remat_tgraph_from_graph(g, NULL, &tg) &&
+        (po = probe_opts(su, s, g, tg, &al, &err), !err) && !remat_plan(tg, &po, &sc, NULL) &&
         !remat_trainer_new(g, tg, sc, &su->to, &t)) {
         t0 = cli_now();
         if (!remat_trainer_step(t, NULL, NULL, &loss)) {
@@ -156,6 +172,7 @@ static bool verify(const struct setup *su, remat_strategy s, int64_t k, double *
                 remat_strategy_name(s), remat_errmsg());
     remat_trainer_free(t);
     remat_schedule_free(sc);
+    remat_algos_free(al);
     remat_tgraph_free(tg);
     remat_graph_free(g);
     return ok;
@@ -236,7 +253,7 @@ static void print(const struct result *r, int n, const struct setup *su, bool as
             json_i64(&j, "blocks", r[i].k ? r[i].k + 14 : 0);
             json_u64(&j, "activation_peak_bytes", r[i].p.activation);
             json_u64(&j, "resident_bytes", r[i].p.resident);
-            json_u64(&j, "workspace_bytes", su->workspace);
+            json_u64(&j, "workspace_bytes", r[i].p.scratch);
             json_bool(&j, "verified", r[i].verified);
             if (base > 0)
                 json_f64(&j, "depth_vs_none", (double)depth_of(r[i].k) / (double)base);
@@ -248,9 +265,9 @@ static void print(const struct result *r, int n, const struct setup *su, bool as
         json_end(&j, ']');
         return;
     }
-    printf("budget %s bytes, batch %lld, %lldx%lld, workspace %s; ResNet (3, 8, k, 3)\n",
+    printf("budget %s bytes, batch %lld, %lldx%lld; ResNet (3, 8, k, 3)%s\n",
            cli_commas(su->budget, a, sizeof a), (long long)su->batch, (long long)su->h,
-           (long long)su->w, cli_human((double)su->workspace, b, sizeof b));
+           (long long)su->w, su->verify ? "; activations include the kernels' scratch" : "");
     printf("%-13s %7s %9s %14s %14s %9s %9s\n", "strategy", "depth", "vs none",
            "activations", "resident", "verified", "step s");
     for (int i = 0; i < n; i++) {
@@ -338,22 +355,6 @@ int cmd_depth(int argc, char **argv)
     if (!n) {
         n = (int)(sizeof dflt / sizeof dflt[0]);
         memcpy(strat, dflt, sizeof dflt);
-    }
-    if (su.verify) {
-        /* the workspace: every depth has the same layer shapes as the shallowest */
-        remat_graph *g = build(&su, 1);
-        remat_tgraph *tg = NULL;
-
-        if (!g || remat_tgraph_from_graph(g, NULL, &tg) ||
-            remat_train_workspace(g, tg, &su.to, &su.workspace)) {
-            if (g)
-                cli_error(NULL, "depth: %s", remat_errmsg());
-            remat_tgraph_free(tg);
-            remat_graph_free(g);
-            return 1;
-        }
-        remat_tgraph_free(tg);
-        remat_graph_free(g);
     }
     for (int i = 0; i < n; i++) {
         if (search(&su, strat[i], &res[i]))

@@ -35,20 +35,23 @@ static void help(FILE *f)
             "  --trace FILE        write the memory timeline as a Chrome trace (Perfetto)\n"
             "  --cost flops|kusumoto  T_v: forward FLOPs, or 10 per convolution and 1\n"
             "                      otherwise (the default for dumps)\n"
-            "  --backend ref|cpu   count that backend's workspace (its kernels' scratch, as\n"
-            "                      `remat train` will hold it) in the budget and the peak\n"
+            "  --backend ref|cpu   choose that backend's kernels (per convolution the fastest\n"
+            "                      algorithm whose scratch fits), their scratch counted in\n"
+            "                      the peak as `remat train` will hold it\n"
             "  --threads T         the cpu backend's threads (its scratch depends on them)\n"
             "  --schedule FILE     write the schedule as JSON\n" CLI_OFFLOAD_HELP
             "  --json              print the figures as one JSON object\n");
 }
 
-static int write_schedule(const char *path, const remat_tgraph *tg, const remat_schedule *s)
+static int write_schedule(const char *path, const remat_tgraph *tg, const remat_schedule *s,
+                          const remat_algos *al)
 {
     static const char *const kinds[] = {"fwd", "bwd", "free", "offload", "prefetch", "wait"};
     const remat_step *st = remat_schedule_steps(s);
     FILE *f = fopen(path, "w");
     struct json j;
     char tmp[256];
+    size_t scratch;
 
     if (!f)
         return cli_error(NULL, "cannot write '%s'", path);
@@ -61,6 +64,10 @@ static int write_schedule(const char *path, const remat_tgraph *tg, const remat_
         json_i64(&j, "id", st[i].id);
         if (st[i].kind >= REMAT_STEP_FREE)
             json_str(&j, "buffer", remat_buffer_name(tg, st[i].id, tmp, sizeof tmp));
+        if (remat_schedule_step_algo(s, i, &scratch) >= 0) {
+            json_str(&j, "algo", remat_algos_name(al, remat_schedule_step_algo(s, i, NULL)));
+            json_u64(&j, "scratch_bytes", scratch);
+        }
         json_end(&j, '}');
     }
     json_end(&j, ']');
@@ -72,7 +79,7 @@ static int write_schedule(const char *path, const remat_tgraph *tg, const remat_
 
 static void print_text(const struct cli_model *m, const remat_sim_result *r,
                        const remat_plan_info *pi, remat_strategy strat, size_t n_recomputed,
-                       size_t ws)
+                       const remat_algos *al, const struct cli_kernels *kn)
 {
     char a[32], b[32];
     double ratio = r->lower_bound_bytes ? (double)r->activation_peak_bytes /
@@ -102,17 +109,17 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
     if (strat == REMAT_STRATEGY_OPTIMAL)
         printf("MILP gap         %.3f (0: proven optimal; -1: another strategy's plan was "
                "better)\n", pi->optimality_gap);
-    printf("activation peak  %s bytes (%s)\n", cli_commas(r->activation_peak_bytes, a, sizeof a),
-           cli_human((double)r->activation_peak_bytes, b, sizeof b));
+    printf("activation peak  %s bytes (%s)%s\n", cli_commas(r->activation_peak_bytes, a, sizeof a),
+           cli_human((double)r->activation_peak_bytes, b, sizeof b),
+           al ? ", the kernels' scratch included" : "");
+    if (al)
+        cli_kernels_text(al, kn, pi->scratch_reserve_bytes);
     printf("resident         %s bytes (%s): parameters, gradients, momentum, inputs\n",
            cli_commas(r->resident_bytes, a, sizeof a),
            cli_human((double)r->resident_bytes, b, sizeof b));
-    if (ws)
-        printf("workspace        %s bytes (%s): the backend's scratch\n",
-               cli_commas(ws, a, sizeof a), cli_human((double)ws, b, sizeof b));
     printf("total peak       %s bytes (%s)\n",
-           cli_commas(r->resident_bytes + ws + r->activation_peak_bytes, a, sizeof a),
-           cli_human((double)(r->resident_bytes + ws + r->activation_peak_bytes), b, sizeof b));
+           cli_commas(r->resident_bytes + r->activation_peak_bytes, a, sizeof a),
+           cli_human((double)(r->resident_bytes + r->activation_peak_bytes), b, sizeof b));
     printf("nothing freed    %s bytes (2 M(V))\n", cli_commas(r->naive_bytes, a, sizeof a));
     printf("lower limit      %s bytes (largest single step); peak is %.2fx\n",
            cli_commas(r->lower_bound_bytes, a, sizeof a), ratio);
@@ -131,7 +138,7 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
 
 static void print_json(const struct cli_model *m, const remat_sim_result *r,
                        const remat_plan_info *pi, remat_strategy strat, size_t n_recomputed,
-                       size_t ws)
+                       const remat_algos *al, const struct cli_kernels *kn)
 {
     struct json j;
 
@@ -159,8 +166,9 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r,
     json_u64(&j, "naive_bytes", r->naive_bytes);
     json_u64(&j, "naive_all_bytes", r->naive_all_bytes);
     json_u64(&j, "activation_peak_bytes", r->activation_peak_bytes);
-    json_u64(&j, "workspace_bytes", ws);
-    json_u64(&j, "total_peak_bytes", r->activation_peak_bytes + r->resident_bytes + ws);
+    cli_kernels_json(&j, al, kn);
+    json_u64(&j, "scratch_reserve_bytes", pi->scratch_reserve_bytes);
+    json_u64(&j, "total_peak_bytes", r->activation_peak_bytes + r->resident_bytes);
     json_u64(&j, "lower_bound_bytes", r->lower_bound_bytes);
     json_f64(&j, "peak_to_lower_bound",
              r->lower_bound_bytes ? (double)r->activation_peak_bytes /
@@ -237,6 +245,8 @@ int cmd_plan(int argc, char **argv)
     remat_plan_opts po = {0};
     remat_train_opts to = remat_train_opts_default();
     remat_plan_info pi;
+    remat_algos *al = NULL;
+    struct cli_kernels kn;
     bool backend = false;
     remat_schedule *s = NULL;
     remat_sim_result r;
@@ -302,26 +312,33 @@ int cmd_plan(int argc, char **argv)
         cli_error(NULL, "%s: --backend needs a model with shapes, not a graph dump", m.spec);
         goto out;
     }
-    if (backend && remat_train_workspace(m.g, m.tg, &to, &po.workspace_bytes)) {
+    if (!backend && po.conv_algo && strcmp(po.conv_algo, "fit")) {
+        cli_error(NULL, "plan: --conv-algo %s needs --backend cpu", po.conv_algo);
+        goto out;
+    }
+    if (backend && remat_train_algos(m.g, m.tg, &to, &al)) {
         cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
         goto out;
     }
+    po.algos = al;
     if (remat_plan(m.tg, &po, &s, &pi) ||
         remat_sim_run_opts(m.tg, s, &(remat_sim_opts){po.bandwidth, po.flops}, &r)) {
         cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
         goto out;
     }
-    if (sched_path && write_schedule(sched_path, m.tg, s))
+    cli_kernels_count(m.tg, s, al, &kn);
+    if (sched_path && write_schedule(sched_path, m.tg, s, al))
         goto out;
     if (trace_path && write_trace(trace_path, m.tg, s))
         goto out;
     if (as_json)
-        print_json(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s), po.workspace_bytes);
+        print_json(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s), al, &kn);
     else
-        print_text(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s), po.workspace_bytes);
+        print_text(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s), al, &kn);
     rc = 0;
 out:
     remat_schedule_free(s);
+    remat_algos_free(al);
     cli_model_fini(&m);
     return rc;
 }

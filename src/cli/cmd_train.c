@@ -36,7 +36,7 @@ static void help(FILE *f)
             "  --load FILE          start from saved parameters\n"
             "  --save FILE          save the parameters after training\n"
             "  --json               print the results as one JSON object\n"
-            "The offload plans' time model (superneurons, hybrid):\n" CLI_OFFLOAD_HELP);
+            "Planning:\n" CLI_OFFLOAD_HELP);
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -71,6 +71,8 @@ int cmd_train(int argc, char **argv)
     remat_schedule *s = NULL;
     remat_trainer *t = NULL;
     remat_plan_info pi;
+    remat_algos *al = NULL;
+    struct cli_kernels kn;
     remat_train_stats ts;
     remat_sim_result sr;
     double *loss = NULL, *secs = NULL, *sorted = NULL;
@@ -146,8 +148,9 @@ int cmd_train(int argc, char **argv)
                   m.spec);
         goto out;
     }
-    /* The backend's workspace counts in the budget: prepared first, then planned. */
-    if (remat_train_workspace(m.g, m.tg, &to, &po.workspace_bytes) ||
+    /* The backend's kernels are listed first: the plan chooses them and counts their
+     * scratch. */
+    if (remat_train_algos(m.g, m.tg, &to, &al) || !(po.algos = al) ||
         remat_plan(m.tg, &po, &s, &pi) || remat_trainer_new(m.g, m.tg, s, &to, &t) ||
         (m.weights && remat_onnx_weights_apply(m.weights, t)) ||
         (load && remat_trainer_load(t, load))) {
@@ -211,6 +214,7 @@ int cmd_train(int argc, char **argv)
         goto out;
     }
     remat_trainer_stats(t, &ts);
+    cli_kernels_count(m.tg, s, al, &kn);
     if (remat_sim_run(m.tg, s, &sr)) {
         cli_error(NULL, "%s", remat_errmsg());
         goto out;
@@ -229,8 +233,8 @@ int cmd_train(int argc, char **argv)
         json_u64(&j, "planned_peak_bytes", ts.planned_peak_bytes);
         json_u64(&j, "measured_peak_bytes", ts.measured_peak_bytes);
         json_u64(&j, "arena_bytes", ts.arena_bytes);
-        json_u64(&j, "workspace_bytes", ts.workspace_bytes);
-        json_u64(&j, "activation_peak_bytes", ts.planned_peak_bytes - ts.workspace_bytes);
+        cli_kernels_json(&j, al, &kn);
+        json_u64(&j, "activation_peak_bytes", ts.planned_peak_bytes);
         json_u64(&j, "resident_bytes", ts.resident_bytes);
         json_u64(&j, "lower_bound_bytes", sr.lower_bound_bytes);
         json_i64(&j, "offloaded_values", pi.n_offloaded);
@@ -240,7 +244,7 @@ int cmd_train(int argc, char **argv)
         json_f64(&j, "copy_seconds", ts.copy_seconds);
         json_f64(&j, "wait_seconds", ts.wait_seconds);
         json_f64(&j, "peak_to_lower_bound", sr.lower_bound_bytes
-                                                ? (double)(ts.planned_peak_bytes - ts.workspace_bytes) /
+                                                ? (double)ts.planned_peak_bytes /
                                                       (double)sr.lower_bound_bytes
                                                 : 0);
         json_key(&j, "loss");
@@ -260,14 +264,12 @@ int cmd_train(int argc, char **argv)
     } else {
         char a[32], b[32];
 
-        size_t act = ts.planned_peak_bytes - ts.workspace_bytes;
+        size_t act = ts.planned_peak_bytes;
 
-        printf("planned peak     %s bytes (activations and workspace)\n",
+        printf("planned peak     %s bytes (activations and the kernels' scratch)\n",
                cli_commas(ts.planned_peak_bytes, a, sizeof a));
         printf("measured peak    %s bytes\n", cli_commas(ts.measured_peak_bytes, a, sizeof a));
-        printf("workspace        %s bytes (%s, the backend's scratch)\n",
-               cli_commas(ts.workspace_bytes, a, sizeof a),
-               cli_human((double)ts.workspace_bytes, b, sizeof b));
+        cli_kernels_text(al, &kn, pi.scratch_reserve_bytes);
         printf("arena            %s bytes (%.3fx the activation peak)\n",
                cli_commas(ts.arena_bytes, a, sizeof a),
                act ? (double)ts.arena_bytes / (double)act : 0);
@@ -295,6 +297,7 @@ out:
     free(sorted);
     remat_trainer_free(t);
     remat_schedule_free(s);
+    remat_algos_free(al);
     cli_model_fini(&m);
     return rc;
 }

@@ -164,6 +164,8 @@ int cli_offload_option(remat_plan_opts *po, int argc, char **argv, int *i)
     }
     if (!strcmp(a, "--flops"))
         return (v = cli_value(argc, argv, i)) && parse_rate(a, v, &po->flops) ? 1 : -1;
+    if (!strcmp(a, "--conv-algo"))
+        return (po->conv_algo = cli_value(argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "--bandwidth")) {
         if (!(v = cli_value(argc, argv, i)) || !cli_parse_bytes(a, v, &b))
             return -1;
@@ -329,4 +331,62 @@ void json_null(struct json *j, const char *key)
 {
     json_sep(j, key);
     fputs("null", j->f);
+}
+
+void cli_kernels_count(const remat_tgraph *tg, const remat_schedule *s, const remat_algos *a,
+                       struct cli_kernels *k)
+{
+    const remat_step *st = remat_schedule_steps(s);
+    size_t n = remat_schedule_n_steps(s);
+    int32_t no = remat_tgraph_n_ops(tg);
+    unsigned char *seen = calloc(2 * (size_t)no + 1, 1);
+
+    memset(k, 0, sizeof *k);
+    for (size_t i = 0; i < n && seen; i++) {
+        size_t sc;
+        int32_t id = remat_schedule_step_algo(s, i, &sc), first;
+        bool bwd = st[i].kind == REMAT_STEP_BWD;
+
+        k->scratch_peak = sc > k->scratch_peak ? sc : k->scratch_peak;
+        if (id < 0 || seen[2 * st[i].id + bwd] ||
+            remat_algos_choices(a, st[i].id, bwd, &first, NULL, 1) < 2)
+            continue;
+        seen[2 * st[i].id + bwd] = 1;
+        k->choices++;
+        k->fastest += id == first;
+        if (id < CLI_MAX_ALGOS)
+            k->per_algo[id]++;
+    }
+    free(seen);
+}
+
+void cli_kernels_text(const remat_algos *a, const struct cli_kernels *k, size_t reserve)
+{
+    char b1[32], b2[32];
+    bool first = true;
+
+    printf("kernels          %d of %d convolution passes at their fastest algorithm",
+           k->fastest, k->choices);
+    for (int32_t id = 0; id < CLI_MAX_ALGOS; id++)
+        if (k->per_algo[id]) {
+            printf("%s%s %d", first ? " (" : ", ", remat_algos_name(a, id), k->per_algo[id]);
+            first = false;
+        }
+    printf("%s\n", first ? "" : ")");
+    printf("scratch          %s at most in one step, %s kept free while planning\n",
+           cli_human((double)k->scratch_peak, b1, sizeof b1),
+           cli_human((double)reserve, b2, sizeof b2));
+}
+
+void cli_kernels_json(struct json *j, const remat_algos *a, const struct cli_kernels *k)
+{
+    json_u64(j, "workspace_bytes", k->scratch_peak);
+    json_i64(j, "conv_passes", k->choices);
+    json_i64(j, "conv_passes_fastest", k->fastest);
+    json_key(j, "conv_algos");
+    json_begin(j, NULL, '{');
+    for (int32_t id = 0; id < CLI_MAX_ALGOS; id++)
+        if (k->per_algo[id])
+            json_i64(j, remat_algos_name(a, id), k->per_algo[id]);
+    json_end(j, '}');
 }

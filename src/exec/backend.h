@@ -8,6 +8,8 @@
 
 #include "kernels/kernels.h"
 
+#define BACKEND_MAX_ALGOS 8
+
 struct backend_ops {
     const char *name;
     remat_status (*create)(const remat_train_opts *o, void **ctx);
@@ -17,11 +19,18 @@ struct backend_ops {
     void (*release)(void *ctx, void *p, size_t bytes);
     remat_status (*forward)(void *ctx, const struct kop *op);
     remat_status (*backward)(void *ctx, const struct kop *op);
-    /* Readies what op's forward or backward will need (kernels, scratch) without
-     * touching data: the tensors carry shapes, and non-NULL data exactly where the
-     * real call has it. */
-    remat_status (*prepare)(void *ctx, const struct kop *op, bool backward);
-    /* The scratch the backend holds now: its workspace, outside the arena. */
+    /* The algorithms op's forward or backward may run (their ids in ids[0..n), n at
+     * most BACKEND_MAX_ALGOS), fastest first; prepare says which can run op. */
+    int32_t (*algos)(void *ctx, const struct kop *op, bool backward, int32_t *ids);
+    const char *(*algo_name)(int32_t id);
+    /* Readies what op's forward or backward will need with algorithm op->algo (its
+     * kernels) without touching data: the tensors carry shapes, and non-NULL data
+     * exactly where the real call has it. *need: the scratch the call takes (the
+     * executor brings it in kop.scratch). REMAT_ERR_UNSUPPORTED when the algorithm
+     * cannot run op. */
+    remat_status (*prepare)(void *ctx, const struct kop *op, bool backward, size_t *need);
+    /* Scratch the backend holds of its own, outside the arena (0 when every kop
+     * brings its scratch). */
     size_t (*workspace)(void *ctx);
     /* Zeroes bytes at p (a gradient buffer as it is allocated). */
     void (*zero)(void *ctx, void *p, size_t bytes);

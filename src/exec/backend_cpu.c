@@ -6,8 +6,9 @@
  * threads (remat_train_opts.threads, 0: all processors) is the OpenMP thread count
  * oneDNN runs with; Debian's oneDNN is built on OpenMP, so the backend sets it with
  * omp_set_num_threads on the thread that calls it. The trainer prepares every op when
- * it is made (cpu_prepare): the oneDNN primitives and the scratch exist before the
- * first step, and the scratch is the workspace counted in the plan.
+ * it is made (cpu_prepare) with the algorithms its schedule chose: the oneDNN primitives
+ * exist before the first step, and each step brings its scratch, a one-step instance of
+ * the arena whose size the plan counted.
  */
 #include "exec/backend.h"
 #include "exec/copier.h"
@@ -68,9 +69,15 @@ static remat_status be_backward(void *ctx, const struct kop *op)
     return cpu_backward(ctx, op);
 }
 
-static remat_status be_prepare(void *ctx, const struct kop *op, bool backward)
+static int32_t be_algos(void *ctx, const struct kop *op, bool backward, int32_t *ids)
 {
-    return cpu_prepare(ctx, op, backward);
+    (void)ctx;
+    return cpu_algos(op, backward, ids);
+}
+
+static remat_status be_prepare(void *ctx, const struct kop *op, bool backward, size_t *need)
+{
+    return cpu_prepare(ctx, op, backward, need);
 }
 
 static size_t be_workspace(void *ctx)
@@ -100,8 +107,8 @@ static double be_copy_seconds(void *ctx)
 }
 
 static const struct backend_ops cpu_ops = {
-    "cpu", be_create, be_destroy, be_alloc, be_release, be_forward, be_backward, be_prepare,
-    be_workspace, be_zero, be_copy_start, be_copy_wait, be_copy_seconds,
+    "cpu", be_create, be_destroy, be_alloc, be_release, be_forward, be_backward, be_algos,
+    cpu_algo_name, be_prepare, be_workspace, be_zero, be_copy_start, be_copy_wait, be_copy_seconds,
 };
 
 const struct backend_ops *backend_cpu(void)

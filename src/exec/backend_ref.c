@@ -52,12 +52,30 @@ static remat_status ref_bwd(void *ctx, const struct kop *op)
     return ref_backward(op);
 }
 
-static remat_status ref_prepare(void *ctx, const struct kop *op, bool backward)
+/* One algorithm per op: the reference loops. */
+static int32_t ref_algos(void *ctx, const struct kop *op, bool backward, int32_t *ids)
 {
     (void)ctx;
     (void)op;
     (void)backward;
-    return REMAT_OK; /* the reference kernels need no scratch */
+    ids[0] = 0;
+    return 1;
+}
+
+static const char *ref_algo_name(int32_t id)
+{
+    return id == 0 ? "reference" : "?";
+}
+
+static remat_status ref_prepare(void *ctx, const struct kop *op, bool backward, size_t *need)
+{
+    (void)ctx;
+    (void)backward;
+    *need = 0; /* the reference kernels need no scratch */
+    if (op->algo != 0)
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "ref backend: %s has no algorithm %d",
+                          remat_op_name(op->type), (int)op->algo);
+    return REMAT_OK;
 }
 
 static size_t ref_workspace(void *ctx)
@@ -94,8 +112,8 @@ static double ref_copy_seconds(void *ctx)
 }
 
 static const struct backend_ops ref_ops = {
-    "ref", ref_create, ref_destroy, ref_alloc, ref_release, ref_fwd, ref_bwd, ref_prepare,
-    ref_workspace, ref_zero, ref_copy_start, ref_copy_wait, ref_copy_seconds,
+    "ref", ref_create, ref_destroy, ref_alloc, ref_release, ref_fwd, ref_bwd, ref_algos,
+    ref_algo_name, ref_prepare, ref_workspace, ref_zero, ref_copy_start, ref_copy_wait, ref_copy_seconds,
 };
 
 const struct backend_ops *backend_ref(void)

@@ -69,6 +69,7 @@ void remat_trainer_free(remat_trainer *t)
     else
         free(t->host);
     layout_fini(&t->lay);
+    remat_schedule_free(t->own);
     core_free(a, t->host_off, sizeof *t->host_off * nb);
     core_free(a, t->ticket, sizeof *t->ticket * nb);
     core_free(a, t->host_state, sizeof *t->host_state * nb);
@@ -162,49 +163,138 @@ fail:
 static void fill_kop(remat_trainer *t, int32_t o, struct kop *k);
 static struct ktensor grad_tensor(const remat_trainer *t, int32_t v);
 
-/* Prepares every op's forward and backward on the backend (dry: tensors carry shapes
- * and stand-in data), so its kernels and scratch exist before the first step; the
- * scratch is then the workspace. */
-static remat_status prepare_ops(remat_trainer *t)
+/* A dry kop of op's forward or backward: tensors with shapes and stand-in data. */
+static void dry_kop(remat_trainer *t, int32_t o, bool backward, struct kop *k)
 {
+    fill_kop(t, o, k);
+    k->update_stats = !backward;
+    if (!backward)
+        return;
+    k->dout = grad_tensor(t, graph_op(t->g, o)->out);
+    if (t->tg->ops[o].n_gin == 0)
+        k->dout.data = NULL; /* the loss: its gradient is 1 */
+}
+
+/* Lists in a the algorithms of every op's forward and backward that the backend can
+ * run, with their scratch (all of them, or with first_only the fastest that runs). */
+static remat_status list_algos(remat_trainer *t, bool first_only, remat_algos *a)
+{
+    const remat_tgraph *tg = t->tg;
     remat_status st = REMAT_OK;
     struct kop k;
 
     t->dry = true;
-    for (int32_t o = 0; o < t->tg->n_ops && !st; o++) {
-        if (t->tg->ops[o].is_view)
-            continue;
-        fill_kop(t, o, &k);
-        k.update_stats = true;
-        st = t->be->prepare(t->ctx, &k, false);
-        if (st || !t->tg->ops[o].has_bwd)
-            continue;
-        fill_kop(t, o, &k);
-        k.dout = grad_tensor(t, graph_op(t->g, o)->out);
-        if (t->tg->ops[o].n_gin == 0)
-            k.dout.data = NULL; /* the loss: its gradient is 1 */
-        st = t->be->prepare(t->ctx, &k, true);
-    }
+    for (int32_t o = 0; o < tg->n_ops && !st; o++)
+        for (int pass = 0; pass < 2 && !st; pass++) {
+            int32_t ids[BACKEND_MAX_ALGOS], n, n0 = a->n;
+
+            a->first[2 * o + pass] = a->n;
+            if (tg->ops[o].is_view || (pass && !tg->ops[o].has_bwd))
+                continue;
+            dry_kop(t, o, pass, &k);
+            n = t->be->algos(t->ctx, &k, pass, ids);
+            REMAT_ASSERT(n >= 1 && n <= BACKEND_MAX_ALGOS);
+            for (int32_t j = 0; j < n && !st && !(first_only && a->n > n0); j++) {
+                size_t need;
+
+                k.algo = ids[j];
+                st = t->be->prepare(t->ctx, &k, pass, &need);
+                if (st == REMAT_ERR_UNSUPPORTED && j + 1 < n) { /* another may run it */
+                    core_clear_error();
+                    st = REMAT_OK;
+                    continue;
+                }
+                if (!st)
+                    st = algos_push(a, ids[j], need);
+            }
+            if (!st && a->n == n0)
+                st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the %s backend cannot run the %s of "
+                                "op %d (%s)", t->be->name, pass ? "backward" : "forward",
+                                (int)o, tg->ops[o].type_name);
+        }
+    a->first[2 * tg->n_ops] = a->n;
     t->dry = false;
-    t->workspace = t->be->workspace(t->ctx);
     return st;
 }
 
-remat_status remat_train_workspace(const remat_graph *g, const remat_tgraph *tg,
-                                   const remat_train_opts *o, size_t *bytes)
+/* A table for t's graph and backend (see list_algos). */
+static remat_status make_algos(remat_trainer *t, bool first_only, remat_algos **out)
+{
+    const remat_allocator *al = tgraph_al(t->tg);
+    remat_algos *a = core_calloc(al, 1, sizeof *a);
+    remat_status st;
+
+    *out = NULL;
+    if (!a)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory listing the kernels");
+    if (al)
+        a->al = *al;
+    a->backend = t->o.backend;
+    a->n_ops = t->tg->n_ops;
+    a->name = t->be->algo_name;
+    a->first = core_calloc(al, 2 * (size_t)a->n_ops + 1, sizeof *a->first);
+    if (!a->first)
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory listing the kernels");
+    else
+        st = list_algos(t, first_only, a);
+    if (st) {
+        remat_algos_free(a);
+        return st;
+    }
+    *out = a;
+    return REMAT_OK;
+}
+
+remat_status remat_train_algos(const remat_graph *g, const remat_tgraph *tg,
+                               const remat_train_opts *o, remat_algos **out)
 {
     remat_trainer *t = NULL;
     remat_status st;
 
-    if (!g || !tg || !bytes)
-        return REMAT_FAIL(REMAT_ERR_ARG, "remat_train_workspace needs a graph, its training "
-                          "graph and a place for the bytes");
-    *bytes = 0;
+    if (!g || !tg || !out)
+        return REMAT_FAIL(REMAT_ERR_ARG, "remat_train_algos needs a graph, its training graph "
+                          "and a place for the table");
+    *out = NULL;
     if ((st = trainer_begin(g, tg, o, &t)))
         return st;
-    if (!(st = prepare_ops(t)))
-        *bytes = t->workspace;
+    st = make_algos(t, false, out);
     remat_trainer_free(t);
+    return st;
+}
+
+/* Prepares every op's forward and backward on the backend with the algorithm the
+ * schedule chose (dry: tensors carry shapes and stand-in data), so that its kernels
+ * exist before the first step, and checks that each step's scratch is what the kernel
+ * takes (the table was made with other options, threads say, when it is not). */
+static remat_status prepare_ops(remat_trainer *t)
+{
+    const remat_schedule *s = t->s;
+    remat_status st = REMAT_OK;
+    struct kop k;
+
+    t->dry = true;
+    for (size_t i = 0; i < s->n && !st; i++) {
+        remat_step step = s->steps[i];
+        bool bwd = step.kind == REMAT_STEP_BWD;
+        size_t need;
+
+        if ((step.kind != REMAT_STEP_FWD && !bwd) || t->tg->ops[step.id].is_view ||
+            (!bwd && t->fwd_count[step.id]++) || (bwd && t->fwd_count[step.id] < 0))
+            continue;
+        if (bwd)
+            t->fwd_count[step.id] = -1;
+        dry_kop(t, step.id, bwd, &k);
+        k.algo = s->algo[i] < 0 ? 0 : s->algo[i];
+        if (!(st = t->be->prepare(t->ctx, &k, bwd, &need)) && need > s->scratch[i])
+            st = REMAT_FAIL(REMAT_ERR_ARG, "the plan gives the %s of op %d (%s) %zu bytes of "
+                            "scratch where the %s backend's %s kernel takes %zu: the plan's "
+                            "kernels were listed with other options (threads?)",
+                            bwd ? "backward" : "forward", (int)step.id,
+                            t->tg->ops[step.id].type_name, s->scratch[i], t->be->name,
+                            t->be->algo_name(k.algo), need);
+    }
+    memset(t->fwd_count, 0, sizeof *t->fwd_count * (size_t)t->tg->n_ops);
+    t->dry = false;
     return st;
 }
 
@@ -256,8 +346,29 @@ remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
                           "schedule");
     if ((st = remat_sim_run(tg, s, &r)) || (st = trainer_begin(g, tg, o, &t)))
         return st;
+    if (s->algo && s->backend != t->o.backend) {
+        st = REMAT_FAIL(REMAT_ERR_ARG, "the schedule's kernels were chosen for the %s backend; "
+                        "train it there or plan again for %s", remat_backend_name(s->backend),
+                        remat_backend_name(t->o.backend));
+        goto fail;
+    }
+    if (!s->algo) {
+        /* planned without the kernels: each op and pass gets its fastest, counted here */
+        remat_algos *a = NULL;
+        int32_t nc, nf;
+
+        if ((st = make_algos(t, true, &a)) || (st = schedule_copy(s, &t->own)) ||
+            (st = algos_choose(tg, a, -1, SIZE_MAX, t->own, &nc, &nf)) ||
+            (st = remat_sim_run(tg, t->own, &r))) {
+            remat_algos_free(a);
+            goto fail;
+        }
+        remat_algos_free(a);
+        s = t->own;
+    }
     t->s = s;
     t->activation_peak = r.activation_peak_bytes;
+    t->workspace = r.scratch_peak_bytes;
     if ((st = layout_build(tg, s, 64, &t->lay)))
         goto fail;
     REMAT_ASSERT(t->lay.peak_bytes == t->activation_peak);
@@ -435,6 +546,24 @@ static void host_step(remat_trainer *t, remat_step step, size_t *next_inst, size
     }
 }
 
+/* The algorithm and scratch of step i (its one-step instance, next in the layout). */
+static void take_scratch(remat_trainer *t, size_t i, struct kop *k, size_t *next_inst)
+{
+    const struct instance *in;
+
+    k->algo = t->s->algo[i] < 0 ? 0 : t->s->algo[i];
+    if (!t->s->scratch[i])
+        return;
+    REMAT_ASSERT(*next_inst < t->lay.n_inst);
+    in = &t->lay.inst[(*next_inst)++];
+    REMAT_ASSERT(in->buf == -1 && in->first == i);
+    k->scratch = t->arena + in->offset;
+    k->scratch_bytes = in->bytes;
+    t->live_bytes += in->bytes;
+    if (t->live_bytes > t->measured_peak)
+        t->measured_peak = t->live_bytes;
+}
+
 static remat_status run_steps(remat_trainer *t, double *loss)
 {
     const remat_tgraph *tg = t->tg;
@@ -456,7 +585,9 @@ static remat_status run_steps(remat_trainer *t, double *loss)
                 break;
             fill_kop(t, step.id, &k);
             k.update_stats = t->fwd_count[step.id]++ == 0;
+            take_scratch(t, i, &k, &next_inst);
             st = t->be->forward(t->ctx, &k);
+            t->live_bytes -= k.scratch_bytes;
             if (!st && graph_op(t->g, step.id)->out == t->g->loss && k.update_stats)
                 *loss = k.out.data[0];
             if (!st && t->hook && k.update_stats)
@@ -470,7 +601,9 @@ static remat_status run_steps(remat_trainer *t, double *loss)
             k.dout = grad_tensor(t, graph_op(t->g, step.id)->out);
             if (tg->ops[step.id].n_gin == 0)
                 k.dout.data = NULL; /* the loss: its gradient is 1 */
+            take_scratch(t, i, &k, &next_inst);
             st = t->be->backward(t->ctx, &k);
+            t->live_bytes -= k.scratch_bytes;
             break;
         case REMAT_STEP_FREE:
             t->live[step.id] = false;
@@ -563,8 +696,8 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
     if (!t)
         return;
     st->workspace_bytes = t->workspace;
-    st->planned_peak_bytes = t->activation_peak + t->workspace;
-    /* The scratch the backend holds now: more than prepared means a kernel grew it. */
+    st->planned_peak_bytes = t->activation_peak;
+    /* Scratch the backend holds of its own: any means a kernel ran outside the plan. */
     st->measured_peak_bytes = t->measured_peak + t->be->workspace(t->ctx);
     st->arena_bytes = t->lay.arena_bytes;
     st->resident_bytes = t->block_floats * sizeof(float);

@@ -12,7 +12,8 @@
 struct remat_trainer {
     const remat_graph *g;
     const remat_tgraph *tg;
-    const remat_schedule *s;
+    const remat_schedule *s;  /* the schedule run: the caller's, or own */
+    remat_schedule *own;      /* the caller's with the kernels chosen, when it had none */
     remat_train_opts o;
     const struct backend_ops *be;
     void *ctx;
@@ -35,7 +36,7 @@ struct remat_trainer {
     int32_t *reads, *makes;
     size_t live_bytes, measured_peak; /* arena bytes live now, and the most this step */
     size_t activation_peak;   /* the simulator's peak of the schedule */
-    size_t workspace;         /* the backend's scratch after preparing every op */
+    size_t workspace;         /* the most scratch one step takes */
     int64_t step;
     /* The host tier: one region laid out like the arena (lay.host), in memory or mapped
      * from opts.host_file. */

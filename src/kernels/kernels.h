@@ -57,7 +57,10 @@ struct kop {
     float *running_mean, *running_var; /* batch norm, C each */
     bool update_stats;
     uint64_t key;                 /* dropout: the per-(seed, step, op) key */
-    void *scratch;                /* backend scratch of scratch_bytes */
+    int32_t algo;                 /* the backend's algorithm for this op and pass (its ids;
+                                     0: the family's default) */
+    void *scratch;                /* scratch of scratch_bytes for the step, in the arena;
+                                     NULL: the backend uses scratch of its own */
     size_t scratch_bytes;
 };
 

@@ -30,7 +30,7 @@ static remat_status instances(const remat_tgraph *tg, const remat_schedule *s,
     remat_status st = REMAT_OK;
 
     for (size_t i = 0; i < s->n; i++)
-        cap += s->steps[i].kind == REMAT_STEP_FREE;
+        cap += s->steps[i].kind == REMAT_STEP_FREE || (s->scratch && s->scratch[i] > 0);
     lay->inst = core_calloc(a, cap + 1, sizeof *lay->inst);
     lay->cap_inst = cap;
     if (!open || !reads || !makes || !lay->inst) {
@@ -82,6 +82,15 @@ static remat_status instances(const remat_tgraph *tg, const remat_schedule *s,
         }
         if (live > lay->peak_bytes)
             lay->peak_bytes = live;
+        if (!st && s->scratch && s->scratch[i] > 0) { /* the kernel's, for this step only */
+            if (lay->n_inst == cap) {
+                st = REMAT_FAIL(REMAT_ERR_INVALID, "layout: a buffer is never freed");
+                break;
+            }
+            lay->inst[lay->n_inst++] = (struct instance){-1, i, i, s->scratch[i], 0};
+            if (live + s->scratch[i] > lay->peak_bytes)
+                lay->peak_bytes = live + s->scratch[i];
+        }
     }
     for (int32_t b = 0; b < nb && !st; b++)
         if (open[b] >= 0)

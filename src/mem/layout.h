@@ -8,7 +8,9 @@
  * Offsets are assigned greedily by decreasing size, each at the lowest address that
  * does not collide with an already placed instance whose lifetime overlaps (best known
  * simple heuristic for this strip-packing problem); the arena's size is the highest end.
- * A PREFETCH allocates an instance like a FWD. The host tier is laid out the same way:
+ * A PREFETCH allocates an instance like a FWD. A FWD or BWD whose kernel takes scratch
+ * (the schedule's choice) gets an instance of buffer -1 living during that step only,
+ * after the step's own. The host tier is laid out the same way:
  * a host instance lives from an OFFLOAD to the WAIT that ends the PREFETCH bringing the
  * value back.
  */
@@ -18,7 +20,7 @@
 #include "plan/schedule.h"
 
 struct instance {
-    int32_t buf;
+    int32_t buf;           /* -1: a step's scratch */
     size_t first, last;    /* steps: allocated at first, freed after last */
     size_t bytes;
     size_t offset;

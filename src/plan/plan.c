@@ -77,16 +77,10 @@ static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
     return planner_finish(tg, out);
 }
 
-/* Bytes outside the plan's control: the resident bytes and the backend's workspace. */
-static size_t fixed_bytes(const remat_tgraph *tg, const remat_plan_opts *o)
-{
-    return tg->resident_bytes + o->workspace_bytes;
-}
-
 /* The DP strategies: build the graph and the lower sets once, then plan (and search
  * the minimum budget when asked or when the budget is infeasible). */
-static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
-                            remat_schedule **out, remat_plan_info *info)
+static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t fixed,
+                            size_t *budget, remat_schedule **out, remat_plan_info *info)
 {
     bool exact = o->strategy == REMAT_STRATEGY_EXACT_TC || o->strategy == REMAT_STRATEGY_EXACT_MC;
     bool mc = o->strategy == REMAT_STRATEGY_APPROX_MC || o->strategy == REMAT_STRATEGY_EXACT_MC;
@@ -134,7 +128,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
                             "%zu bytes; the smallest that fits is %zu bytes (%zu in total "
                             "with the resident bytes and workspace, %zu)",
                             remat_strategy_name(o->strategy), *budget, min_b,
-                            min_b + fixed_bytes(tg, o), fixed_bytes(tg, o));
+                            min_b + fixed, fixed);
         goto out;
     }
     /*
@@ -187,8 +181,8 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
                                 "%zu bytes (%zu in total with the resident bytes and "
                                 "workspace, %zu)", remat_strategy_name(o->strategy), target,
                                 peak > min_b ? peak : min_b,
-                                (peak > min_b ? peak : min_b) + fixed_bytes(tg, o),
-                                fixed_bytes(tg, o));
+                                (peak > min_b ? peak : min_b) + fixed,
+                                fixed);
             remat_schedule_free(fit);
             fit = NULL;
         }
@@ -262,7 +256,8 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
 {
     remat_plan_info dummy;
     remat_plan_opts opts = {0};
-    size_t budget, peak, fixed;
+    size_t budget, peak, fixed, reserve;
+    int32_t force = -1;
     double t0 = core_seconds();
     remat_status st;
 
@@ -278,12 +273,20 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     memset(info, 0, sizeof *info);
     if ((unsigned)opts.strategy >= REMAT_STRATEGY_COUNT)
         return REMAT_FAIL(REMAT_ERR_ARG, "unknown strategy %d", (int)opts.strategy);
-    fixed = fixed_bytes(tg, &opts);
+    if (opts.algos && (st = algos_allowed(opts.algos, opts.conv_algo, &force)))
+        return st;
+    if (!opts.algos && opts.conv_algo && strcmp(opts.conv_algo, "fit"))
+        return REMAT_FAIL(REMAT_ERR_ARG, "an algorithm ('%s') needs the backend's kernels "
+                          "(remat_plan_opts.algos)", opts.conv_algo);
+    /* Bytes outside the planners' control: the resident bytes and the scratch kept free
+     * for the kernels. */
+    reserve = info->scratch_reserve_bytes = algos_reserve(opts.algos, force);
+    fixed = tg->resident_bytes + reserve;
     if (opts.budget_bytes && !opts.budget_min && opts.budget_bytes <= fixed)
         return REMAT_FAIL(REMAT_ERR_INFEASIBLE, "the budget of %zu bytes does not even hold "
                           "the resident %zu bytes (parameters, their gradients and momentum, "
                           "inputs)%s", opts.budget_bytes, fixed,
-                          opts.workspace_bytes ? " and the backend's workspace" : "");
+                          reserve ? " and the kernels' least scratch" : "");
     budget = opts.budget_bytes && !opts.budget_min ? opts.budget_bytes - fixed : SIZE_MAX / 4;
     switch (opts.strategy) {
     case REMAT_STRATEGY_NONE:
@@ -293,7 +296,7 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     case REMAT_STRATEGY_APPROX_MC:
     case REMAT_STRATEGY_EXACT_TC:
     case REMAT_STRATEGY_EXACT_MC:
-        st = plan_dp(tg, &opts, &budget, out, info);
+        st = plan_dp(tg, &opts, fixed, &budget, out, info);
         break;
     case REMAT_STRATEGY_CHEN_SQRTN:
     case REMAT_STRATEGY_CHEN_GREEDY:
@@ -325,6 +328,18 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
                         "this strategy is %zu bytes in total)", remat_strategy_name(opts.strategy),
                         peak, budget, peak + fixed);
         goto fail;
+    }
+    if (opts.algos) {
+        /* the kernels last: the room the reserve kept, and what the schedule left free */
+        size_t cap = budget >= SIZE_MAX / 4 ? SIZE_MAX : budget + reserve;
+
+        if ((st = algos_choose(tg, opts.algos, force, cap, *out, &info->n_algo_choices,
+                               &info->n_algo_fastest)) ||
+            (st = planner_sim_peak(tg, *out, &peak)))
+            goto fail;
+        REMAT_ASSERT(peak <= cap);
+        budget = cap == SIZE_MAX ? budget : cap;
+        fixed = tg->resident_bytes;
     }
     info->activation_budget_bytes = budget;
     info->budget_bytes = budget >= SIZE_MAX / 4 ? 0 : budget + fixed;

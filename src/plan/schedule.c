@@ -28,11 +28,14 @@ void remat_schedule_free(remat_schedule *s)
     al = s->al;
     a = al.fn ? &al : NULL;
     core_free(a, s->steps, sizeof *s->steps * s->cap);
+    core_free(a, s->algo, sizeof *s->algo * (s->n ? s->n : 1));
+    core_free(a, s->scratch, sizeof *s->scratch * (s->n ? s->n : 1));
     core_free(a, s, sizeof *s);
 }
 
 remat_status schedule_push(remat_schedule *s, remat_step_kind kind, int32_t id)
 {
+    REMAT_ASSERT(!s->algo); /* the kernels' choices are made last */
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 256;
         remat_step *st = core_realloc(s->al.fn ? &s->al : NULL, s->steps,
@@ -58,6 +61,19 @@ remat_status schedule_copy(const remat_schedule *s, remat_schedule **out)
         st = schedule_push(*out, s->steps[i].kind, s->steps[i].id);
     if (!st)
         (*out)->file_order = s->file_order;
+    if (!st && s->algo) {
+        const remat_allocator *a = s->al.fn ? &s->al : NULL;
+
+        (*out)->algo = core_calloc(a, s->n ? s->n : 1, sizeof *s->algo);
+        (*out)->scratch = core_calloc(a, s->n ? s->n : 1, sizeof *s->scratch);
+        if (!(*out)->algo || !(*out)->scratch)
+            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory copying a schedule");
+        else {
+            memcpy((*out)->algo, s->algo, sizeof *s->algo * s->n);
+            memcpy((*out)->scratch, s->scratch, sizeof *s->scratch * s->n);
+            (*out)->backend = s->backend;
+        }
+    }
     if (st) {
         remat_schedule_free(*out);
         *out = NULL;

@@ -13,7 +13,45 @@ struct remat_schedule {
     remat_step *steps;
     size_t n, cap;
     bool file_order;    /* replays a dump's record order: checked leniently (sim.c) */
+    /* The kernels' algorithms (algos_choose): per step the algorithm and its scratch
+     * (-1 and 0 where none), for the backend named; NULL until chosen. */
+    int32_t *algo;
+    size_t *scratch;
+    remat_backend_kind backend;
 };
+
+/* A backend's kernels (remat.h, remat_train_algos): the choices of op o's pass p
+ * (0 forward, 1 backward) are id[k] and scratch[k] for k in [first[2o+p],
+ * first[2o+p+1]), fastest first. */
+struct remat_algos {
+    remat_allocator al;
+    remat_backend_kind backend;
+    int32_t n_ops;
+    int32_t *first;         /* 2 n_ops + 1 */
+    int32_t *id;
+    size_t *scratch;
+    int32_t n, cap;
+    const char *(*name)(int32_t id);
+};
+
+#define ALGO_MAX_IDS 8 /* a backend's algorithm ids are below this */
+
+/* Appends a choice of op o's pass (in order: every pass of op 0 first, ...); the caller
+ * sets first[]. */
+remat_status algos_push(remat_algos *a, int32_t id, size_t scratch);
+
+/*
+ * The kernels' part of planning: the scratch to keep free while planning (the largest,
+ * over the ops' passes, of the least scratch among the choices that conv_algo allows),
+ * and, once the schedule is made, the choice per op and pass: the fastest allowed one
+ * whose scratch fits in cap minus the live bytes at every step that runs it. cap: the
+ * activation budget (SIZE_MAX: none). Fills s->algo and s->scratch. *fastest and
+ * *choices count the passes with more than one choice and those given their fastest.
+ */
+remat_status algos_allowed(const remat_algos *a, const char *conv_algo, int32_t *force);
+size_t algos_reserve(const remat_algos *a, int32_t force);
+remat_status algos_choose(const remat_tgraph *tg, const remat_algos *a, int32_t force,
+                          size_t cap, remat_schedule *s, int32_t *choices, int32_t *fastest);
 
 remat_status schedule_new(const remat_allocator *a, remat_schedule **out);
 remat_status schedule_push(remat_schedule *s, remat_step_kind kind, int32_t id);

@@ -10,7 +10,9 @@
  * checked leniently: reads of buffers not yet live and gradient order are not errors.
  *
  * Memory: after each step, the live bytes of plan-controlled buffers (forward values
- * and gradients of op outputs); the peak is their maximum. Work: O(steps x touches).
+ * and gradients of op outputs); the peak is their maximum, each FWD or BWD counting the
+ * scratch its kernel takes (the schedule's choice, algos.c) beside them during its step.
+ * The timeline is the live bytes alone. Work: O(steps x touches).
  *
  * The host tier: OFFLOAD b starts copying a live forward value out (b stays on the
  * device and may still be read; FREE b must wait for the copy: WAIT b first); PREFETCH
@@ -205,7 +207,7 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
                              const remat_sim_opts *o, size_t *live, remat_sim_result *res)
 {
     const remat_allocator *a = tgraph_al(tg);
-    size_t nb = 2 * (size_t)tg->n_values, no = (size_t)tg->n_ops, mt;
+    size_t nb = 2 * (size_t)tg->n_values, no = (size_t)tg->n_ops, mt, scratch;
     struct sim m = {.tg = tg, .strict = !s->file_order, .res = res};
     remat_status st = REMAT_OK;
 
@@ -261,8 +263,12 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
         }
         if (res && m.host_cur > res->host_peak_bytes)
             res->host_peak_bytes = m.host_cur;
-        if (m.cur > m.peak) {
-            m.peak = m.cur;
+        /* a kernel's scratch is held during its step only */
+        scratch = s->scratch ? s->scratch[i] : 0;
+        if (res && scratch > res->scratch_peak_bytes)
+            res->scratch_peak_bytes = scratch;
+        if (m.cur + scratch > m.peak) {
+            m.peak = m.cur + scratch;
             m.peak_step = i;
         }
         if (live)
@@ -300,19 +306,25 @@ out:
     return st;
 }
 
-/* The largest bytes one step must hold at once: its reads and what it allocates. */
-static remat_status lower_bound(const remat_tgraph *tg, size_t *out)
+/* The largest bytes one step must hold at once: its reads, what it allocates and the
+ * scratch the schedule gave its kernel. */
+static remat_status lower_bound(const remat_tgraph *tg, const remat_schedule *s, size_t *out)
 {
     const remat_allocator *a = tgraph_al(tg);
-    size_t mt = (size_t)step_max_touch(tg), best = 0;
+    size_t mt = (size_t)step_max_touch(tg), best = 0, n2 = 2 * (size_t)tg->n_ops + 1;
     int32_t *reads = core_calloc(a, mt, sizeof *reads), *makes = core_calloc(a, mt, sizeof *makes);
+    size_t *sc = core_calloc(a, n2, sizeof *sc);
     int32_t nr, nm;
 
-    if (!reads || !makes) {
+    if (!reads || !makes || !sc) {
         core_free(a, reads, mt * sizeof *reads);
         core_free(a, makes, mt * sizeof *makes);
+        core_free(a, sc, n2 * sizeof *sc);
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the simulator");
     }
+    for (size_t i = 0; s->scratch && i < s->n; i++)
+        if (s->steps[i].kind == REMAT_STEP_FWD || s->steps[i].kind == REMAT_STEP_BWD)
+            sc[2 * (size_t)s->steps[i].id + (s->steps[i].kind == REMAT_STEP_BWD)] = s->scratch[i];
     for (int32_t o = 0; o < tg->n_ops; o++)
         for (int k = 0; k < 2; k++) {
             remat_step st = {k ? REMAT_STEP_BWD : REMAT_STEP_FWD, o};
@@ -330,10 +342,12 @@ static remat_status lower_bound(const remat_tgraph *tg, size_t *out)
                     dup = dup || reads[q] == makes[j];
                 need += dup ? 0 : tgraph_buf_bytes(tg, makes[j]);
             }
+            need += sc[2 * (size_t)o + (size_t)k];
             best = need > best ? need : best;
         }
     core_free(a, reads, mt * sizeof *reads);
     core_free(a, makes, mt * sizeof *makes);
+    core_free(a, sc, n2 * sizeof *sc);
     *out = best;
     return REMAT_OK;
 }
@@ -353,7 +367,7 @@ remat_status remat_sim_run_opts(const remat_tgraph *tg, const remat_schedule *s,
     if (!tg || !s || !res)
         return REMAT_FAIL(REMAT_ERR_ARG, "remat_sim_run needs a graph, a schedule and a result");
     memset(res, 0, sizeof *res);
-    if ((st = sim_walk(tg, s, o, NULL, res)) || (st = lower_bound(tg, &res->lower_bound_bytes)))
+    if ((st = sim_walk(tg, s, o, NULL, res)) || (st = lower_bound(tg, s, &res->lower_bound_bytes)))
         return st;
     for (int32_t v = 0; v < tg->n_values; v++) {
         const struct tvalue *tv = &tg->values[v];

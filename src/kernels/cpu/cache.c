@@ -6,8 +6,11 @@
  * The cache is a chained hash table of entries keyed by int64 words (cpu_entry_get says
  * what a key holds); it doubles its buckets when it holds more entries than buckets.
  * ResNet-50 makes about 100 entries, so its size never matters. Entries live until the
- * context is freed. The scratch is one 64-byte aligned buffer, reallocated (not copied)
- * when an entry needing more is made: nothing stays in scratch between two ops.
+ * context is freed. Scratch: an entry's regions, then its primitives' scratchpads, from
+ * the base the running kop brings (a one-step instance of the arena, which the plan
+ * sized); a kop without one (a kernel called directly) uses the context's own buffer,
+ * reallocated (not copied) when an entry needing more runs: nothing stays in scratch
+ * between two ops.
  */
 #include "kernels/cpu/cpu.h"
 
@@ -31,6 +34,7 @@ static void make_key(const struct kop *op, int pass, unsigned want, int64_t *k)
 
     memset(k, 0, sizeof(int64_t) * CPU_KEY_LEN);
     k[n++] = op->type;
+    k[n++] = op->algo;
     k[n++] = pass;
     k[n++] = want;
     k[n++] = op->n_in;
@@ -148,6 +152,27 @@ static remat_status scratch_reserve(struct cpu_ctx *c, size_t bytes)
     return REMAT_OK;
 }
 
+/* Points c->base at the scratch op runs e with (cpu_entry_get). */
+static remat_status entry_base(struct cpu_ctx *c, const struct kop *op, struct cpu_entry *e)
+{
+    size_t need = e->spad_off + e->spad_bytes;
+    remat_status st;
+
+    c->need = need > c->need ? need : c->need;
+    if (op->scratch) {
+        if (op->scratch_bytes < need)
+            return REMAT_FAIL(REMAT_ERR_ARG, "cpu backend: the step brings %zu bytes of "
+                              "scratch where its %s needs %zu", op->scratch_bytes,
+                              remat_op_name(op->type), need);
+        c->base = op->scratch;
+        return REMAT_OK;
+    }
+    if (!c->dry && (st = scratch_reserve(c, need)))
+        return st;
+    c->base = c->scratch;
+    return REMAT_OK;
+}
+
 remat_status cpu_entry_get(struct cpu_ctx *c, const struct kop *op, int pass, unsigned want,
                            cpu_build_fn build, struct cpu_entry **out)
 {
@@ -162,7 +187,7 @@ remat_status cpu_entry_get(struct cpu_ctx *c, const struct kop *op, int pass, un
         for (e = c->bucket[h % c->n_buckets]; e; e = e->next)
             if (e->hash == h && !memcmp(e->key, key, sizeof key)) {
                 *out = e;
-                return REMAT_OK;
+                return pass == CPU_PASS_ACC ? REMAT_OK : entry_base(c, op, e);
             }
     if (c->n_entries >= c->n_buckets && (st = grow_buckets(c)))
         return st;
@@ -174,13 +199,11 @@ remat_status cpu_entry_get(struct cpu_ctx *c, const struct kop *op, int pass, un
     if ((st = build(c, op, want, e)))
         goto fail;
     e->spad_off = core_align_up(e->user_bytes, 64);
-    if ((st = scratch_reserve(c, e->spad_off + e->spad_bytes)))
-        goto fail;
     e->next = c->bucket[h % c->n_buckets];
     c->bucket[h % c->n_buckets] = e;
     c->n_entries++;
     *out = e;
-    return REMAT_OK;
+    return pass == CPU_PASS_ACC ? REMAT_OK : entry_base(c, op, e);
 fail:
     entry_free(e);
     return st;
@@ -197,7 +220,7 @@ int32_t cpu_region(struct cpu_entry *e, int64_t n)
 float *cpu_region_ptr(const struct cpu_ctx *c, const struct cpu_entry *e, int32_t r)
 {
     REMAT_ASSERT(r >= 0 && r < e->n_regions);
-    return (float *)(c->scratch + e->region[r]);
+    return (float *)(c->base + e->region[r]);
 }
 
 remat_status cpu_md(dnnl_memory_desc_t *md, int ndims, const int64_t *dims,
@@ -232,7 +255,7 @@ fail:
 /* Fills p from its primitive descriptor pd (which it destroys): the arguments among
  * cand[0..n_cand) that pd has, with a memory object each, the scratchpad, the
  * primitive. */
-static remat_status prim_finish(struct cpu_ctx *c, struct cpu_entry *e, struct cpu_prim *p,
+remat_status cpu_prim_from_pd(struct cpu_ctx *c, struct cpu_entry *e, struct cpu_prim *p,
                                 dnnl_primitive_desc_t pd, const int *cand, int n_cand)
 {
     const dnnl_memory_desc_t *md;
@@ -267,7 +290,7 @@ remat_status cpu_prim_make(struct cpu_ctx *c, struct cpu_entry *e, struct cpu_pr
     dnnl_primitive_desc_t pd = NULL;
     remat_status st = cpu_pd_make(c, d, hint, &pd);
 
-    return st ? st : prim_finish(c, e, p, pd, cand, n_cand);
+    return st ? st : cpu_prim_from_pd(c, e, p, pd, cand, n_cand);
 }
 
 remat_status cpu_reorder_make(struct cpu_ctx *c, struct cpu_entry *e, struct cpu_prim *p,
@@ -288,7 +311,7 @@ remat_status cpu_reorder_make(struct cpu_ctx *c, struct cpu_entry *e, struct cpu
         CPU_TRY(dnnl_primitive_attr_set_post_ops(attr, po));
     }
     CPU_TRY(dnnl_reorder_primitive_desc_create(&pd, from, c->engine, to, c->engine, attr));
-    st = prim_finish(c, e, p, pd, args, 2);
+    st = cpu_prim_from_pd(c, e, p, pd, args, 2);
 fail:
     if (po)
         dnnl_post_ops_destroy(po);
@@ -315,7 +338,7 @@ remat_status cpu_prim_run(struct cpu_ctx *c, const struct cpu_entry *e,
         a[n++] = (dnnl_exec_arg_t){p->arg[i], p->mem[i]};
     }
     if (p->spad) {
-        CPU_TRY(dnnl_memory_set_data_handle(p->spad, c->scratch + e->spad_off));
+        CPU_TRY(dnnl_memory_set_data_handle(p->spad, c->base + e->spad_off));
         a[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->spad};
     }
     CPU_TRY(dnnl_primitive_execute(p->p, c->stream, n, a));

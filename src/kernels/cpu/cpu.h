@@ -37,7 +37,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-#define CPU_MAX_PRIM 4   /* primitives per cache entry */
+#define CPU_MAX_PRIM 8   /* primitives per cache entry */
 #define CPU_MAX_ARGS 10  /* bound arguments per primitive, the scratchpad apart */
 #define CPU_KEY_LEN 48   /* int64 words of a cache key */
 #define CPU_MAX_REGION 8 /* scratch regions per cache entry */
@@ -62,7 +62,7 @@ struct cpu_entry {
     size_t user_bytes;                 /* the regions' end */
     size_t spad_bytes;                 /* the largest scratchpad of its primitives */
     size_t spad_off;                   /* where the scratchpads go: after the regions */
-    int64_t n[4];                      /* sizes the family keeps for its run */
+    int64_t n[24];                     /* indices and sizes the family keeps for its run */
 };
 
 struct copier;
@@ -76,8 +76,12 @@ struct cpu_ctx {
     dnnl_format_tag_t block4;          /* the blocked 4-d layout: nChw16c (AVX-512), nChw8c */
     struct cpu_entry **bucket;
     size_t n_buckets, n_entries;
-    char *scratch;                     /* 64-byte aligned */
+    char *scratch;                     /* its own scratch, for kops that bring none;
+                                          64-byte aligned */
     size_t scratch_bytes;
+    char *base;                        /* the scratch of the op running now: the kop's
+                                          or the context's own */
+    size_t need;                       /* the most scratch an entry of the op needed */
     int64_t n_primitives;              /* primitives made so far (tests: the cache works) */
     bool dry;                          /* cpu_prepare: make entries, run nothing */
     bool bn_onednn;                    /* batch norm on oneDNN (REMAT_CPU_BN=onednn) rather
@@ -104,11 +108,23 @@ struct cpu_bind {
 /* REMAT_ERR_UNSUPPORTED with "oneDNN: <call>: <status>" at file:line. */
 remat_status cpu_fail(const char *call, dnnl_status_t s, const char *file, int line);
 
-/* Makes the entries (primitives and scratch) the forward or backward of op will use,
- * without touching any data: op's tensors need shapes, and non-NULL data exactly where
- * the real call will have it (which gradients are wanted). Afterwards scratch_bytes is
- * what running it needs. */
-remat_status cpu_prepare(struct cpu_ctx *c, const struct kop *op, bool backward);
+/* Makes the entries (primitives) the forward or backward of op will use with its
+ * algorithm op->algo, without touching any data: op's tensors need shapes, and non-NULL
+ * data exactly where the real call will have it (which gradients are wanted). *need
+ * receives the scratch running it takes. REMAT_ERR_UNSUPPORTED when the algorithm
+ * cannot run op. */
+remat_status cpu_prepare(struct cpu_ctx *c, const struct kop *op, bool backward, size_t *need);
+
+/* The convolution algorithms (conv.c): GEMM on the NCHW buffers (oneDNN's im2col
+ * kernels, scratch for the column matrix and per-thread weight gradients), DIRECT on
+ * oneDNN's blocked layouts (JIT kernels; scratch for blocked copies of the tensors),
+ * WINOGRAD F(4x4, 3x3) on the blocked layouts (3x3, stride 1, AVX-512; scratch for the
+ * transformed tiles as well). Every other op has one algorithm, 0. */
+enum { CPU_ALGO_GEMM = 0, CPU_ALGO_DIRECT, CPU_ALGO_WINOGRAD, CPU_N_ALGOS };
+const char *cpu_algo_name(int32_t id);
+/* The algorithms op's forward or backward may run, fastest first (ids[0..n), n at most
+ * CPU_N_ALGOS); cpu_prepare says which can. */
+int32_t cpu_algos(const struct kop *op, bool backward, int32_t *ids);
 
 /* split.c: per-sample ops (their samples independent) on the reference kernels, the
  * batch split across the context's threads; the bits are the reference's. */
@@ -129,10 +145,14 @@ typedef remat_status (*cpu_build_fn)(struct cpu_ctx *c, const struct kop *op, un
                                      struct cpu_entry *e);
 
 /* cache.c: the cache and what entries share. */
-/* The entry for (op, pass, want), made by build on first use (and the scratch grown to
- * fit it). The key is the op type, pass, want, input, output and weight shapes, whether
- * w and b are present and the attributes a oneDNN family reads; cpu_accumulate keys its
- * entries with type REMAT_OP_COUNT, pass CPU_PASS_ACC and the length as out.shape[0]. */
+/* The entry for (op, pass, want), made by build on first use. The key is the op type,
+ * algorithm, pass, want, input, output and weight shapes, whether w and b are present
+ * and the attributes a oneDNN family reads; cpu_accumulate keys its entries with type
+ * REMAT_OP_COUNT, pass CPU_PASS_ACC and the length as out.shape[0] (they need no
+ * scratch). Except for those it also points c->base at the op's scratch: op->scratch
+ * (REMAT_ERR_ARG when smaller than the entry needs), or, when the kop brings none, the
+ * context's own (grown to fit; not while preparing); and raises c->need to the entry's
+ * need. */
 remat_status cpu_entry_get(struct cpu_ctx *c, const struct kop *op, int pass, unsigned want,
                            cpu_build_fn build, struct cpu_entry **out);
 /* Frees every entry (and its primitives and memory objects). */
@@ -149,7 +169,7 @@ remat_status cpu_weighted_forward(struct cpu_ctx *c, const struct kop *op, cpu_b
 remat_status cpu_weighted_backward(struct cpu_ctx *c, const struct kop *op, cpu_build_fn build);
 /* Reserves a scratch region of n floats in e; returns its index. */
 int32_t cpu_region(struct cpu_entry *e, int64_t n);
-/* The address of region r of e in the context's scratch. */
+/* The address of region r of e in the running op's scratch (c->base). */
 float *cpu_region_ptr(const struct cpu_ctx *c, const struct cpu_entry *e, int32_t r);
 /* Makes the primitive descriptor of op descriptor d (hint: the forward primitive
  * descriptor of a backward, or NULL), with the scratchpad mode "user". */
@@ -157,13 +177,16 @@ remat_status cpu_pd_make(struct cpu_ctx *c, const_dnnl_op_desc_t d,
                          const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd);
 /* Makes primitive p from op descriptor d (and hint). Records the arguments among
  * cand[0..n_cand) that the primitive has, with a memory object each; its scratchpad
- * will come from the context's scratch at e->spad_off. */
+ * will come from the running op's scratch at e->spad_off. */
 remat_status cpu_prim_make(struct cpu_ctx *c, struct cpu_entry *e, struct cpu_prim *p,
                            const_dnnl_op_desc_t d, const_dnnl_primitive_desc_t hint,
                            const int *cand, int n_cand);
 /* Makes a reorder from memory laid out as from to memory laid out as to (arguments
  * DNNL_ARG_FROM, DNNL_ARG_TO); with accumulate it adds into to (a sum post-op of scale
  * 1: to = from + to, one rounding, as a reference kernel's +=). */
+/* The same from a primitive descriptor made by cpu_pd_make, which it destroys. */
+remat_status cpu_prim_from_pd(struct cpu_ctx *c, struct cpu_entry *e, struct cpu_prim *p,
+                              dnnl_primitive_desc_t pd, const int *cand, int n_cand);
 remat_status cpu_reorder_make(struct cpu_ctx *c, struct cpu_entry *e, struct cpu_prim *p,
                               const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
                               bool accumulate);
@@ -185,6 +208,7 @@ enum { CPU_PASS_FWD = 0, CPU_PASS_BWD, CPU_PASS_ACC };
  * sends the others to the reference kernels. */
 remat_status cpu_conv_forward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_conv_backward(struct cpu_ctx *c, const struct kop *op);
+int32_t cpu_conv_algos(const struct kop *op, bool backward, int32_t *ids);
 remat_status cpu_bn_forward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_bn_backward(struct cpu_ctx *c, const struct kop *op);
 bool cpu_can_avg_pool(const struct kop *op);

@@ -24,6 +24,12 @@ static bool bn_ok(const struct kop *op)
     return op->in[0].ndim == 2 || op->in[0].ndim == 4;
 }
 
+/* Only convolutions have more than one algorithm. */
+static bool is_conv(const struct kop *op)
+{
+    return op->type == REMAT_OP_CONV2D || op->type == REMAT_OP_CONV_TRANSPOSE2D;
+}
+
 /* The reference kernels (need no scratch: nothing to prepare), per-sample ops on the
  * context's threads (split.c). */
 static remat_status ref_fwd(const struct cpu_ctx *c, const struct kop *op)
@@ -42,6 +48,9 @@ static remat_status ref_bwd(const struct cpu_ctx *c, const struct kop *op)
 
 remat_status cpu_forward(struct cpu_ctx *c, const struct kop *op)
 {
+    if (op->algo != 0 && !is_conv(op))
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "cpu backend: %s has no algorithm %d",
+                          remat_op_name(op->type), (int)op->algo);
     cpu_ctx_threads(c);
     switch (op->type) {
     case REMAT_OP_CONV2D:
@@ -60,6 +69,9 @@ remat_status cpu_forward(struct cpu_ctx *c, const struct kop *op)
 
 remat_status cpu_backward(struct cpu_ctx *c, const struct kop *op)
 {
+    if (op->algo != 0 && !is_conv(op))
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "cpu backend: %s has no algorithm %d",
+                          remat_op_name(op->type), (int)op->algo);
     cpu_ctx_threads(c);
     if (!op->dout.data) /* the constant 1: only the losses see it */
         return ref_bwd(c, op);
@@ -78,12 +90,27 @@ remat_status cpu_backward(struct cpu_ctx *c, const struct kop *op)
     }
 }
 
-remat_status cpu_prepare(struct cpu_ctx *c, const struct kop *op, bool backward)
+int32_t cpu_algos(const struct kop *op, bool backward, int32_t *ids)
+{
+    if (!is_conv(op)) {
+        ids[0] = 0;
+        return 1;
+    }
+    return cpu_conv_algos(op, backward, ids);
+}
+
+remat_status cpu_prepare(struct cpu_ctx *c, const struct kop *op, bool backward, size_t *need)
 {
     remat_status st;
 
+    *need = 0;
+    if (op->algo < 0 || op->algo >= (is_conv(op) ? CPU_N_ALGOS : 1))
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "cpu backend: %s has no algorithm %d",
+                          remat_op_name(op->type), (int)op->algo);
     c->dry = true;
+    c->need = 0;
     st = backward ? cpu_backward(c, op) : cpu_forward(c, op);
     c->dry = false;
+    *need = c->need;
     return st;
 }
