@@ -227,9 +227,187 @@ out:
     remat_graph_free(g);
 }
 
+/* Trains sched 3 steps on the cpu backend: its checksum, measured == planned checked. */
+static uint64_t train3(const remat_graph *g, const remat_tgraph *tg, const remat_schedule *sched,
+                       const char *what, size_t *peak)
+{
+    remat_train_opts to = remat_train_opts_default();
+    remat_trainer *t = NULL;
+    remat_train_stats st;
+    uint64_t sum = 0;
+    double loss;
+
+    to.backend = REMAT_BACKEND_CPU;
+    to.threads = 2;
+    if (remat_trainer_new(g, tg, sched, &to, &t)) {
+        CHECK(false, "%s: %s", what, remat_errmsg());
+        return 0;
+    }
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(remat_trainer_step(t, NULL, NULL, &loss));
+    remat_trainer_stats(t, &st);
+    CHECK(st.measured_peak_bytes == st.planned_peak_bytes, "%s: measured %zu, planned %zu",
+          what, st.measured_peak_bytes, st.planned_peak_bytes);
+    CHECK(layout_check(&t->lay), "%s: two live buffers overlap", what);
+    sum = remat_trainer_param_checksum(t);
+    if (peak)
+        *peak = st.planned_peak_bytes;
+    remat_trainer_free(t);
+    return sum;
+}
+
+/* none's schedule with the kernels another plan chose (per op and pass). */
+static remat_schedule *none_with_kernels_of(const remat_tgraph *tg, const remat_schedule *o)
+{
+    remat_schedule *s = NULL;
+    int32_t *algo = calloc(2 * (size_t)tg->n_ops, sizeof *algo);
+    size_t *sc = calloc(2 * (size_t)tg->n_ops, sizeof *sc);
+
+    REMAT_ASSERT_TEST(algo && sc && remat_plan_none(tg, &s) == REMAT_OK);
+    for (size_t i = 0; i < o->n; i++)
+        if (o->algo[i] >= 0) {
+            size_t j = 2 * (size_t)o->steps[i].id + (o->steps[i].kind == REMAT_STEP_BWD);
+
+            algo[j] = o->algo[i];
+            sc[j] = o->scratch[i];
+        }
+    s->algo = calloc(s->n, sizeof *s->algo);
+    s->scratch = calloc(s->n, sizeof *s->scratch);
+    REMAT_ASSERT_TEST(s->algo && s->scratch);
+    for (size_t i = 0; i < s->n; i++) {
+        size_t j = 2 * (size_t)s->steps[i].id + (s->steps[i].kind == REMAT_STEP_BWD);
+
+        s->algo[i] = -1;
+        if (s->steps[i].kind == REMAT_STEP_FWD || s->steps[i].kind == REMAT_STEP_BWD) {
+            s->algo[i] = tg->ops[s->steps[i].id].is_view ? -1 : algo[j];
+            s->scratch[i] = sc[j];
+        }
+    }
+    s->backend = o->backend;
+    free(algo);
+    free(sc);
+    return s;
+}
+
+/*
+ * Plans given the cpu backend's kernels (ResNet-18, batch 4, 64x64): without a budget
+ * every convolution pass gets its fastest algorithm; at approx-mc's least budget some
+ * get a slower one whose scratch fits, and the plan stays within its budget, as the
+ * trainer measures. Bits: two plans with the same algorithms give the same parameters
+ * (approx-mc against none run with approx-mc's choices; both forced to GEMM), so a
+ * recomputation reproduces its forward.
+ */
+static void test_kernels_fit(void)
+{
+    remat_zoo_opts zo = {.batch = 4, .height = 64, .width = 64, .classes = 10};
+    remat_train_opts to = remat_train_opts_default();
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    remat_algos *al = NULL;
+    remat_schedule *fast = NULL, *tight = NULL, *mirror = NULL, *gn = NULL, *gm = NULL;
+    remat_plan_info pf, pt, pg;
+    remat_sim_result r;
+    size_t peak;
+    int32_t ids[8];
+    size_t sc[8];
+    int multi = 0;
+
+    to.backend = REMAT_BACKEND_CPU;
+    to.threads = 2;
+    if (remat_zoo_build("resnet18", &zo, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg)) {
+        CHECK(false, "%s", remat_errmsg());
+        goto out;
+    }
+    if (remat_train_algos(g, tg, &to, &al) == REMAT_ERR_UNSUPPORTED) {
+        SKIP("the cpu backend is not in this build");
+        goto out;
+    }
+    REMAT_ASSERT_TEST(al);
+    /* the table: convolutions have several algorithms, each with scratch */
+    for (int32_t o = 0; o < tg->n_ops; o++)
+        if (remat_algos_choices(al, o, true, ids, sc, 8) >= 2) {
+            multi++;
+            CHECK(sc[0] > 0 && sc[1] > 0 && ids[0] != ids[1], "op %d: %s %zu, %s %zu", o,
+                  remat_algos_name(al, ids[0]), sc[0], remat_algos_name(al, ids[1]), sc[1]);
+        }
+    CHECK(multi >= 15, "%d backward passes with a choice", multi);
+
+    CHECK_OK(remat_plan(tg, &(remat_plan_opts){.strategy = REMAT_STRATEGY_NONE, .algos = al},
+                        &fast, &pf));
+    CHECK(pf.n_algo_choices >= 30 && pf.n_algo_fastest == pf.n_algo_choices,
+          "no budget: %d of %d passes at their fastest", pf.n_algo_fastest, pf.n_algo_choices);
+    CHECK_OK(remat_plan(tg, &(remat_plan_opts){.strategy = REMAT_STRATEGY_APPROX_MC,
+                                               .budget_min = true, .algos = al},
+                        &tight, &pt));
+    printf("  approx-mc at its least budget: %d of %d passes at their fastest, %zu bytes kept "
+           "free while planning\n", pt.n_algo_fastest, pt.n_algo_choices,
+           pt.scratch_reserve_bytes);
+    CHECK(pt.n_algo_fastest < pt.n_algo_choices, "the least budget slowed no convolution");
+    CHECK(pt.scratch_reserve_bytes > 0, "nothing kept free for the kernels");
+    CHECK_OK(remat_sim_run(tg, tight, &r));
+    CHECK(r.activation_peak_bytes <= pt.activation_budget_bytes, "peak %zu above %zu",
+          r.activation_peak_bytes, pt.activation_budget_bytes);
+    if (!fast || !tight)
+        goto out;
+    train3(g, tg, fast, "none, fastest kernels", &peak);
+    {
+        uint64_t a = train3(g, tg, tight, "approx-mc, kernels that fit", &peak);
+        uint64_t b;
+
+        CHECK(peak <= pt.activation_budget_bytes, "measured %zu above the budget %zu", peak,
+              pt.activation_budget_bytes);
+        mirror = none_with_kernels_of(tg, tight);
+        b = train3(g, tg, mirror, "none with approx-mc's kernels", NULL);
+        CHECK(a == b, "approx-mc %016llx, none with its kernels %016llx", (unsigned long long)a,
+              (unsigned long long)b);
+    }
+    /* one algorithm forced: GEMM everywhere, whatever the plan */
+    CHECK_OK(remat_plan(tg, &(remat_plan_opts){.strategy = REMAT_STRATEGY_NONE, .algos = al,
+                                               .conv_algo = "gemm"},
+                        &gn, &pg));
+    for (size_t i = 0; gn && i < gn->n; i++)
+        CHECK(gn->algo[i] <= 0, "step %zu: algorithm %s where gemm was forced", i,
+              remat_algos_name(al, gn->algo[i]));
+    CHECK(pg.n_algo_fastest < pg.n_algo_choices, "GEMM the fastest of %d", pg.n_algo_choices);
+    CHECK_OK(remat_plan(tg, &(remat_plan_opts){.strategy = REMAT_STRATEGY_APPROX_MC,
+                                               .budget_min = true, .algos = al,
+                                               .conv_algo = "gemm"},
+                        &gm, NULL));
+    if (gn && gm)
+        CHECK(train3(g, tg, gn, "none, gemm", NULL) == train3(g, tg, gm, "approx-mc, gemm", NULL),
+              "GEMM under none and approx-mc: different parameters");
+    /* misuse: an unknown algorithm; a cpu plan on the ref backend */
+    {
+        remat_schedule *x = NULL;
+        remat_trainer *t = NULL;
+        remat_train_opts ro = remat_train_opts_default();
+
+        CHECK(remat_plan(tg, &(remat_plan_opts){.algos = al, .conv_algo = "fft"}, &x, NULL) ==
+                  REMAT_ERR_ARG && !x, "an unknown algorithm was planned");
+        CHECK(strstr(remat_errmsg(), "gemm, direct, winograd") != NULL, "message: %s",
+              remat_errmsg());
+        CHECK(remat_plan(tg, &(remat_plan_opts){.conv_algo = "gemm"}, &x, NULL) ==
+                  REMAT_ERR_ARG && !x, "an algorithm without a table was planned");
+        CHECK(remat_trainer_new(g, tg, fast, &ro, &t) == REMAT_ERR_ARG && !t,
+              "a cpu plan ran on the ref backend");
+        CHECK(strstr(remat_errmsg(), "cpu backend") != NULL, "message: %s", remat_errmsg());
+        core_clear_error();
+    }
+out:
+    remat_schedule_free(fast);
+    remat_schedule_free(tight);
+    remat_schedule_free(mirror);
+    remat_schedule_free(gn);
+    remat_schedule_free(gm);
+    remat_algos_free(al);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 int main(void)
 {
     RUN(test_forward_hook);
+    RUN(test_kernels_fit);
     RUN(test_ref);
     RUN(test_cpu);
     return harness_end();

@@ -238,6 +238,11 @@ static remat_status blocked_pd(struct cpu_ctx *c, int32_t algo, const_dnnl_op_de
     const char *impl = "";
     remat_status st;
 
+    *pd = NULL;
+    if (algo == CPU_ALGO_WINOGRAD && ((const dnnl_convolution_desc_t *)d)->primitive_kind ==
+                                         dnnl_deconvolution)
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "cpu backend: no Winograd kernel for a "
+                          "transposed convolution");
     if ((st = cpu_pd_make(c, d, hint, pd))) {
         if (algo == CPU_ALGO_DIRECT)
             return st;
