@@ -43,13 +43,16 @@ static struct run remat_run(const remat_tgraph *tg, const remat_graph *g, remat_
     remat_train_opts to = remat_train_opts_default();
     remat_schedule *sched = NULL;
     remat_trainer *t = NULL;
+    remat_algos *al = NULL;
     struct run r = {0};
     double times[64], loss;
     remat_train_stats st;
 
     to.backend = be;
     to.threads = threads;
-    if (remat_plan(tg, &po, &sched, NULL) || remat_trainer_new(g, tg, sched, &to, &t) ||
+    /* the backend's kernels: chosen by the plan, their scratch in its peak */
+    if (remat_train_algos(g, tg, &to, &al) || !(po.algos = al) ||
+        remat_plan(tg, &po, &sched, NULL) || remat_trainer_new(g, tg, sched, &to, &t) ||
         remat_trainer_step(t, NULL, NULL, &loss)) {
         fprintf(stderr, "train: %s: %s\n", remat_strategy_name(s), remat_errmsg());
         goto out;
@@ -71,6 +74,7 @@ static struct run remat_run(const remat_tgraph *tg, const remat_graph *g, remat_
 out:
     remat_trainer_free(t);
     remat_schedule_free(sched);
+    remat_algos_free(al);
     return r;
 }
 

@@ -786,6 +786,19 @@ static void test_kernels(void)
         CHECK_I64(r.peak_step, 15);
         remat_schedule_free(s);
     }
+    /* cap 0, the least peak: each step with its least scratch gives conv fwd 256 + 0,
+     * fc fwd 832 + 64, fc bwd 1088 + 128, conv bwd 256 + 100: none above the 1280 of
+     * step 15, so the cap is 1280: conv fwd has 1024 (fast), conv bwd 1024 (slow). */
+    {
+        remat_schedule *s = make_schedule(diamond_none, LEN(diamond_none));
+
+        CHECK_OK(algos_choose(tg, a, -1, 0, s, &nc, &nf));
+        CHECK_I64(chosen_algo(s, 0, false, NULL), 2);
+        CHECK_I64(chosen_algo(s, 0, true, NULL), 0);
+        CHECK_OK(remat_sim_run(tg, s, &r));
+        CHECK_I64(r.activation_peak_bytes, 1280);
+        remat_schedule_free(s);
+    }
     /* cap 1100: conv fwd has 844: mid (300); peak: 1280 still (step 15) */
     {
         remat_schedule *s = make_schedule(diamond_none, LEN(diamond_none));

@@ -166,6 +166,21 @@ remat_status algos_choose(const remat_tgraph *tg, const remat_algos *a, int32_t 
     }
     if ((st = remat_sim_timeline(tg, s, live, s->n)))
         goto out;
+    if (cap == 0) { /* the least peak: each step with its least scratch */
+        for (size_t i = 0; i < s->n; i++) {
+            remat_step t = s->steps[i];
+            int32_t k0, k1;
+            size_t least = 0;
+
+            if (t.kind == REMAT_STEP_FWD || t.kind == REMAT_STEP_BWD) {
+                allowed(a, t.id, t.kind == REMAT_STEP_BWD, force, &k0, &k1);
+                least = k1 > k0 ? SIZE_MAX : 0;
+                for (int32_t k = k0; k < k1; k++)
+                    least = a->scratch[k] < least ? a->scratch[k] : least;
+            }
+            cap = live[i] + least > cap ? live[i] + least : cap;
+        }
+    }
     /* the room every (op, pass) has at its tightest step */
     for (size_t i = 0; i < n2; i++)
         room[i] = cap;

@@ -330,15 +330,16 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
         goto fail;
     }
     if (opts.algos) {
-        /* the kernels last: the room the reserve kept, and what the schedule left free */
-        size_t cap = budget >= SIZE_MAX / 4 ? SIZE_MAX : budget + reserve;
+        /* the kernels last: the room the reserve kept, and what the schedule left free;
+         * with the least budget, the least peak this schedule can have */
+        size_t cap = opts.budget_min ? 0 : budget >= SIZE_MAX / 4 ? SIZE_MAX : budget + reserve;
 
         if ((st = algos_choose(tg, opts.algos, force, cap, *out, &info->n_algo_choices,
                                &info->n_algo_fastest)) ||
             (st = planner_sim_peak(tg, *out, &peak)))
             goto fail;
-        REMAT_ASSERT(peak <= cap);
-        budget = cap == SIZE_MAX ? budget : cap;
+        REMAT_ASSERT(cap == 0 || peak <= cap);
+        budget = opts.budget_min ? peak : cap == SIZE_MAX ? budget : cap;
         fixed = tg->resident_bytes;
     }
     info->activation_budget_bytes = budget;

@@ -45,7 +45,8 @@ remat_status algos_push(remat_algos *a, int32_t id, size_t scratch);
  * over the ops' passes, of the least scratch among the choices that conv_algo allows),
  * and, once the schedule is made, the choice per op and pass: the fastest allowed one
  * whose scratch fits in cap minus the live bytes at every step that runs it. cap: the
- * activation budget (SIZE_MAX: none). Fills s->algo and s->scratch. *fastest and
+ * activation budget (SIZE_MAX: none; 0: the least peak this schedule can have, each
+ * step with its least scratch). Fills s->algo and s->scratch. *fastest and
  * *choices count the passes with more than one choice and those given their fastest.
  */
 remat_status algos_allowed(const remat_algos *a, const char *conv_algo, int32_t *force);

@@ -488,12 +488,16 @@ int32_t cpu_conv_algos(const struct kop *op, bool backward, int32_t *ids)
     bool tiles = op->out.shape[2] >= 4 && op->out.shape[3] >= 4;
     int32_t n = 0;
 
+    /* 1x1 on large planes: GEMM reads the NCHW buffers as they are (no column matrix),
+     * where the blocked kernels pay for their reorders */
+    bool plain = at->kh == 1 && at->kw == 1 && op->out.shape[2] * op->out.shape[3] >= 28 * 28;
+
     /* The order measured on AVX-512 (bench/workspace): Winograd, then the blocked direct
-     * kernels, then GEMM; but GEMM's backward data beats the direct one's when the
-     * input has few channels (the first layer). */
+     * kernels, then GEMM; but GEMM first for 1x1 convolutions on planes of 28x28 or more,
+     * and for the backward of a layer with few input channels (the first). */
     if (wino && tiles)
         ids[n++] = CPU_ALGO_WINOGRAD;
-    if (backward && op->in[0].shape[1] < 16) {
+    if (plain || (backward && op->in[0].shape[1] < 16)) {
         ids[n++] = CPU_ALGO_GEMM;
         ids[n++] = CPU_ALGO_DIRECT;
     } else {
