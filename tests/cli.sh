@@ -197,6 +197,34 @@ else
 fi
 expect_error "host file" "/nonexistent-dir/h.bin" $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 1 --strategy hybrid --budget min --host-file /nonexistent-dir/h.bin
 
+# the kernels: a cpu plan chooses each convolution's algorithm and counts its scratch; the
+# schedule names them; forcing one; bad choices
+if $REMAT plan resnet18 --batch 4 --input-size 64x64 --backend cpu --threads 2 --json --schedule "$tmp/k.json" >"$tmp/kp.json" &&
+   $REMAT plan resnet18 --batch 4 --input-size 64x64 --json >"$tmp/kr.json" &&
+   $REMAT plan resnet18 --batch 4 --input-size 64x64 --backend cpu --threads 2 --conv-algo gemm --json >"$tmp/kg.json"; then
+    r=$("$PY" - "$tmp/kp.json" "$tmp/kr.json" "$tmp/kg.json" "$tmp/k.json" <<'PYEOF'
+import json, sys
+p, r, g, k = (json.load(open(f)) for f in sys.argv[1:])
+steps = [s for s in k["steps"] if "algo" in s]
+ok = (p["conv_passes"] == 40 and p["conv_passes_fastest"] == 40 and
+      set(p["conv_algos"]) <= {"gemm", "direct", "winograd"} and
+      sum(p["conv_algos"].values()) == 40 and p["workspace_bytes"] > 0 and
+      r["workspace_bytes"] == 0 and
+      p["activation_peak_bytes"] > r["activation_peak_bytes"] and
+      max(s["scratch_bytes"] for s in steps) == p["workspace_bytes"] and
+      g["conv_algos"] == {"gemm": 40} and
+      {s["algo"] for s in steps} <= {"gemm", "direct", "winograd"})
+print(ok)
+PYEOF
+)
+    if [ "$r" = True ]; then ok "plan with the cpu kernels"; else fail "plan with the cpu kernels" "$(head -c 600 "$tmp/kp.json")"; fi
+else
+    fail "plan with the cpu kernels" "$(cat "$tmp/kp.json")"
+fi
+expect_error "unknown algorithm" "no algorithm 'fft' (it has: fit, gemm, direct, winograd)" $REMAT plan resnet18 --backend cpu --conv-algo fft
+expect_error "algorithm without backend" "needs --backend cpu" $REMAT plan resnet18 --conv-algo gemm
+expect_error "algorithm on ref" "ref backend has no algorithm 'gemm'" $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 1 --conv-algo gemm
+
 # make install: another C program links libremat through pkg-config
 if command -v pkg-config >/dev/null && [ -f Makefile ]; then
     if env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s install SAN=0 PREFIX="$tmp/prefix" >"$tmp/inst.log" 2>&1 &&
