@@ -6,7 +6,10 @@
 #   make run        set up and run the main job (the planner comparison table)
 #   make fuzz       the ONNX reader's libFuzzer target for FUZZ_SECONDS (default 60)
 #   make install    PREFIX=/usr/local: library, header, remat, pkg-config file
+#   make test-cuda  the CUDA backend's tests (CUDA=1 build in build/cuda; skipped without
+#                   a GPU)
 #   WERROR=1        warnings are errors (CI)
+#   CUDA=1          also build the cuda backend (nvcc, cuDNN 9, cuBLAS under CUDA_HOME)
 
 PREFIX ?= /usr/local
 CC ?= cc
@@ -31,14 +34,31 @@ CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDFLAGS += -fsanitize=address,undefined
 endif
 
+# CUDA=1: the cuda backend (src/exec/backend_cuda.c, src/kernels/cuda/*.cu), in build/cuda
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+ifeq ($(CUDA),1)
+BUILD := $(BUILD)/cuda
+CFLAGS += -DREMAT_CUDA -isystem $(CUDA_HOME)/include
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
+endif
+
 LIB_SRC := $(sort $(wildcard src/core/*.c src/graph/*.c src/models/*.c src/io/*.c \
                              src/plan/*.c src/sim/*.c src/mem/*.c src/exec/*.c \
                              src/kernels/ref/*.c src/kernels/cpu/*.c))
+LIB_SRC := $(filter-out src/exec/backend_cuda.c,$(LIB_SRC))
+ifeq ($(CUDA),1)
+LIB_SRC += src/exec/backend_cuda.c
+endif
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+ifeq ($(CUDA),1)
+LIB_OBJ += $(patsubst %.cu,$(BUILD)/%.o,$(wildcard src/kernels/cuda/*.cu))
+endif
 # The ONNX reader's C code, generated at build time by protoc-c from the onnx.proto that
 # Debian's python3-onnx ships.
 ONNX_PROTO ?= $(firstword $(wildcard /usr/lib/python3/dist-packages/onnx/onnx.proto \
@@ -54,6 +74,10 @@ all: $(BUILD)/libremat.a $(BUILD)/libremat.so $(BUILD)/remat
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu src/kernels/cuda/cuda_kernels.h
+	@mkdir -p $(@D)
+	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -Xcompiler -fPIC -Iinclude -Isrc -c $< -o $@
 
 $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
 	@mkdir -p $(GEN)
@@ -140,6 +164,11 @@ test: setup
 san: setup
 	@$(MAKE) --no-print-directory SAN=1 check
 
+# The cuda backend's tests: on a machine without a GPU they report skipped.
+test-cuda: setup
+	@$(MAKE) --no-print-directory CUDA=1 all build/cuda/tests/test_cuda
+	build/cuda/tests/test_cuda
+
 bench: setup all $(BENCH_BIN)
 	@tools/run_bench.sh $(BUILD) $(BENCH_BIN)
 
@@ -163,7 +192,7 @@ install: all
 clean:
 	rm -rf build
 
-.PHONY: all setup check test san bench run install clean fixtures fuzz
+.PHONY: all setup check test san test-cuda bench run install clean fixtures fuzz
 .SECONDARY:
 
 -include $(shell find build -name '*.d' 2>/dev/null)

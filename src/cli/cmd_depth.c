@@ -33,7 +33,7 @@ static void help(FILE *f)
             "  --strategy S[,S..]  strategies (default: none, approx-tc, approx-mc,\n"
             "                      chen-sqrtn, chen-greedy, superneurons, hybrid)\n"
             "  --no-verify         skip the training step\n"
-            "  --backend ref|cpu   the verifying step's backend (default cpu; its\n"
+            "  --backend ref|cpu|cuda  the verifying step's backend (default cpu; its\n"
             "                      kernels' scratch counts in the budget)\n"
             "  --threads T         the cpu backend's threads (default: all)\n"
             "  --json              an array of {strategy, depth, activation_peak_bytes,\n"

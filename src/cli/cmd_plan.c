@@ -35,7 +35,7 @@ static void help(FILE *f)
             "  --trace FILE        write the memory timeline as a Chrome trace (Perfetto)\n"
             "  --cost flops|kusumoto  T_v: forward FLOPs, or 10 per convolution and 1\n"
             "                      otherwise (the default for dumps)\n"
-            "  --backend ref|cpu   choose that backend's kernels (per convolution the fastest\n"
+            "  --backend ref|cpu|cuda  choose that backend's kernels (per convolution the fastest\n"
             "                      algorithm whose scratch fits), their scratch counted in\n"
             "                      the peak as `remat train` will hold it\n"
             "  --threads T         the cpu backend's threads (its scratch depends on them)\n"

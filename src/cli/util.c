@@ -114,8 +114,10 @@ bool cli_parse_backend(const char *opt, const char *s, remat_backend_kind *out)
         *out = REMAT_BACKEND_REF;
     else if (!strcmp(s, "cpu"))
         *out = REMAT_BACKEND_CPU;
+    else if (!strcmp(s, "cuda"))
+        *out = REMAT_BACKEND_CUDA;
     else
-        return !cli_error("backends: ref, cpu", "%s: unknown backend '%s'", opt, s);
+        return !cli_error("backends: ref, cpu, cuda", "%s: unknown backend '%s'", opt, s);
     return true;
 }
 

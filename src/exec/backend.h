@@ -40,10 +40,25 @@ struct backend_ops {
     uint64_t (*copy_start)(void *ctx, void *dst, const void *src, size_t n);
     void (*copy_wait)(void *ctx, uint64_t ticket);
     double (*copy_seconds)(void *ctx);
+    /* A device backend's extras (NULL on the host backends, whose memory the executor
+     * reads and writes itself): memory both the host and the kernels address (the
+     * resident block: parameters written by the host, updated by the kernels); the host
+     * tier's memory, pinned for fast copies, and a mapped file registered as such; a
+     * read of device bytes into host memory (the loss, the forward hook); SGD on the
+     * kernels' side; and a wait for every queued kernel (before the host reads). */
+    void *(*alloc_shared)(void *ctx, size_t bytes);
+    void (*release_shared)(void *ctx, void *p, size_t bytes);
+    void *(*alloc_pinned)(void *ctx, size_t bytes);
+    void (*release_pinned)(void *ctx, void *p, size_t bytes);
+    remat_status (*read)(void *ctx, void *dst, const void *src, size_t n);
+    remat_status (*sgd)(void *ctx, float *w, const float *g, float *m, size_t n, float lr,
+                        float mu, float wd);
+    remat_status (*sync)(void *ctx);
 };
 
 const struct backend_ops *backend_ref(void);
 /* NULL when the library was built without it. */
 const struct backend_ops *backend_cpu(void);
+const struct backend_ops *backend_cuda(void);
 
 #endif

@@ -107,8 +107,21 @@ static double be_copy_seconds(void *ctx)
 }
 
 static const struct backend_ops cpu_ops = {
-    "cpu", be_create, be_destroy, be_alloc, be_release, be_forward, be_backward, be_algos,
-    cpu_algo_name, be_prepare, be_workspace, be_zero, be_copy_start, be_copy_wait, be_copy_seconds,
+    .name = "cpu",
+    .create = be_create,
+    .destroy = be_destroy,
+    .alloc = be_alloc,
+    .release = be_release,
+    .forward = be_forward,
+    .backward = be_backward,
+    .algos = be_algos,
+    .algo_name = cpu_algo_name,
+    .prepare = be_prepare,
+    .workspace = be_workspace,
+    .zero = be_zero,
+    .copy_start = be_copy_start,
+    .copy_wait = be_copy_wait,
+    .copy_seconds = be_copy_seconds,
 };
 
 const struct backend_ops *backend_cpu(void)

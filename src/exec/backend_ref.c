@@ -112,8 +112,21 @@ static double ref_copy_seconds(void *ctx)
 }
 
 static const struct backend_ops ref_ops = {
-    "ref", ref_create, ref_destroy, ref_alloc, ref_release, ref_fwd, ref_bwd, ref_algos,
-    ref_algo_name, ref_prepare, ref_workspace, ref_zero, ref_copy_start, ref_copy_wait, ref_copy_seconds,
+    .name = "ref",
+    .create = ref_create,
+    .destroy = ref_destroy,
+    .alloc = ref_alloc,
+    .release = ref_release,
+    .forward = ref_fwd,
+    .backward = ref_bwd,
+    .algos = ref_algos,
+    .algo_name = ref_algo_name,
+    .prepare = ref_prepare,
+    .workspace = ref_workspace,
+    .zero = ref_zero,
+    .copy_start = ref_copy_start,
+    .copy_wait = ref_copy_wait,
+    .copy_seconds = ref_copy_seconds,
 };
 
 const struct backend_ops *backend_ref(void)

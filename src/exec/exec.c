@@ -60,8 +60,14 @@ void remat_trainer_free(remat_trainer *t)
     if (t->be) {
         if (t->arena)
             t->be->release(t->ctx, t->arena, t->lay.arena_bytes);
-        if (t->block)
+        if (t->block && t->be->release_shared)
+            t->be->release_shared(t->ctx, t->block, t->block_floats * sizeof(float));
+        else if (t->block)
             t->be->release(t->ctx, t->block, t->block_floats * sizeof(float));
+        if (t->host && !t->host_mapped && t->be->release_pinned) {
+            t->be->release_pinned(t->ctx, t->host, t->lay.host_bytes);
+            t->host = NULL;
+        }
         t->be->destroy(t->ctx);
     }
     if (t->host && t->host_mapped)
@@ -114,6 +120,9 @@ static remat_status trainer_begin(const remat_graph *g, const remat_tgraph *tg,
         break;
     case REMAT_BACKEND_CPU:
         t->be = backend_cpu();
+        break;
+    case REMAT_BACKEND_CUDA:
+        t->be = backend_cuda();
         break;
     default:
         t->be = NULL;
@@ -306,6 +315,12 @@ static remat_status host_tier(remat_trainer *t)
 
     if (!n)
         return REMAT_OK;
+    if (!t->o.host_file && t->be->alloc_pinned) {
+        t->host = t->be->alloc_pinned(t->ctx, n);
+        if (!t->host)
+            return REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate the %zu-byte pinned host tier", n);
+        return REMAT_OK;
+    }
     if (!t->o.host_file) {
         t->host = aligned_alloc(64, core_align_up(n, 64));
         if (!t->host)
@@ -546,6 +561,48 @@ static void host_step(remat_trainer *t, remat_step step, size_t *next_inst, size
     }
 }
 
+/* The loss: the output's one float (read from the device on a device backend). */
+static remat_status read_loss(remat_trainer *t, const struct kop *k, double *loss)
+{
+    float v;
+    remat_status st = REMAT_OK;
+
+    if (t->be->read)
+        st = t->be->read(t->ctx, &v, k->out.data, sizeof v);
+    else
+        v = k->out.data[0];
+    *loss = v;
+    return st;
+}
+
+/* The forward hook with the op's output (and max pooling's winners) in host memory. */
+static remat_status call_hook(remat_trainer *t, int32_t op, const struct kop *k)
+{
+    int64_t n = ktensor_numel(&k->out);
+    bool argmax = k->type == REMAT_OP_MAX_POOL;
+    float *out = k->out.data;
+    int32_t *arg = argmax ? (int32_t *)k->aux.data : NULL;
+    remat_status st = REMAT_OK;
+
+    if (t->be->read) { /* copies for the call (the hook is for inspection) */
+        out = malloc(sizeof(float) * (size_t)n);
+        arg = argmax ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
+        if (!out || (argmax && !arg))
+            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory for the forward hook");
+        if (!st)
+            st = t->be->read(t->ctx, out, k->out.data, sizeof(float) * (size_t)n);
+        if (!st && argmax)
+            st = t->be->read(t->ctx, arg, k->aux.data, sizeof(int32_t) * (size_t)n);
+    }
+    if (!st)
+        t->hook(t->hook_ud, op, k->type, out, arg, n);
+    if (t->be->read) {
+        free(out);
+        free(arg);
+    }
+    return st;
+}
+
 /* The algorithm and scratch of step i (its one-step instance, next in the layout). */
 static void take_scratch(remat_trainer *t, size_t i, struct kop *k, size_t *next_inst)
 {
@@ -589,11 +646,9 @@ static remat_status run_steps(remat_trainer *t, double *loss)
             st = t->be->forward(t->ctx, &k);
             t->live_bytes -= k.scratch_bytes;
             if (!st && graph_op(t->g, step.id)->out == t->g->loss && k.update_stats)
-                *loss = k.out.data[0];
+                st = read_loss(t, &k, loss);
             if (!st && t->hook && k.update_stats)
-                t->hook(t->hook_ud, step.id, k.type, k.out.data,
-                        k.type == REMAT_OP_MAX_POOL ? (const int32_t *)k.aux.data : NULL,
-                        ktensor_numel(&k.out));
+                st = call_hook(t, step.id, &k);
             break;
         case REMAT_STEP_BWD:
             allocate(t, step, &next_inst);
@@ -663,8 +718,12 @@ remat_status remat_trainer_gradients(remat_trainer *t, const float *const *input
     if (!t)
         return REMAT_FAIL(REMAT_ERR_ARG, "no trainer");
     load_batch(t, inputs, labels);
+    if (t->be->sync && (st = t->be->sync(t->ctx))) /* the last update is done */
+        return st;
     memset(t->block + t->n_param_floats, 0, sizeof(float) * t->n_param_floats); /* grads */
     st = run_steps(t, &l);
+    if (!st && t->be->sync) /* the gradients are in place */
+        st = t->be->sync(t->ctx);
     if (loss)
         *loss = l;
     return st;
@@ -679,7 +738,7 @@ remat_status remat_trainer_step(remat_trainer *t, const float *const *inputs,
         return st;
     params_sgd(t);
     t->step++;
-    return REMAT_OK;
+    return t->be->sync ? t->be->sync(t->ctx) : REMAT_OK;
 }
 
 void remat_trainer_set_forward_hook(remat_trainer *t, remat_forward_hook fn, void *ud)
@@ -709,3 +768,11 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
     st->copy_seconds = t->be->copy_seconds(t->ctx);
     st->wait_seconds = t->wait_seconds;
 }
+
+#ifndef REMAT_CUDA
+/* Built without CUDA (make CUDA=1 builds exec/backend_cuda.c). */
+const struct backend_ops *backend_cuda(void)
+{
+    return NULL;
+}
+#endif

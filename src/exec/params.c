@@ -25,7 +25,8 @@ remat_status params_setup(remat_trainer *t)
     other += (size_t)g->bn_state;
     t->n_param_floats = np;
     t->block_floats = 3 * np + other;
-    t->block = t->be->alloc(t->ctx, t->block_floats * sizeof(float));
+    t->block = t->be->alloc_shared ? t->be->alloc_shared(t->ctx, t->block_floats * sizeof(float))
+                                   : t->be->alloc(t->ctx, t->block_floats * sizeof(float));
     if (!t->block)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate %zu bytes of parameters and "
                           "inputs", t->block_floats * sizeof(float));
@@ -112,6 +113,10 @@ void params_sgd(remat_trainer *t)
     float *w = t->block, *gr = t->block + t->n_param_floats, *m = gr + t->n_param_floats;
     float lr = t->o.lr, mu = t->o.momentum, wd = t->o.weight_decay;
 
+    if (t->be->sgd) { /* on the device: the same formula */
+        t->be->sgd(t->ctx, w, gr, m, t->n_param_floats, lr, mu, wd);
+        return;
+    }
     for (size_t i = 0; i < t->n_param_floats; i++) {
         float d = gr[i] + wd * w[i];
 

@@ -1,0 +1,67 @@
+/*
+ * cuda_kernels.h - the cuda backend's own kernels (cuda_kernels.cu), for the ops cuDNN and
+ * cuBLAS do not run (exec/backend_cuda.c says which run where). Each launcher queues its
+ * kernel on stream s and returns cudaGetLastError() as an int (0: queued). Tensors are
+ * float32 NCHW in device memory; gradients accumulate (+=), as every kernel of kernels.h.
+ * A NULL dy reads as the constant 1. Sums run in a fixed order (one thread per output,
+ * or per gathered input element), so results repeat bit for bit.
+ */
+#ifndef REMAT_CUDA_KERNELS_H
+#define REMAT_CUDA_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *cu_stream;
+
+/* what: 0 relu, 1 clip(lo, hi), 2 leaky relu(alpha), 3 sigmoid. The backward reads y. */
+int cu_act_fwd(cu_stream s, int what, float a, float b, const float *x, float *y, int64_t n);
+int cu_act_bwd(cu_stream s, int what, float a, float b, const float *y, const float *dy,
+               float *dx, int64_t n);
+int cu_dropout_fwd(cu_stream s, const float *x, float *y, int64_t n, float p, uint64_t key);
+int cu_dropout_bwd(cu_stream s, const float *dy, float *dx, int64_t n, float p, uint64_t key);
+/* y = a (+ b); y = a * b; dx += dy (* other) */
+int cu_add2(cu_stream s, const float *a, const float *b, float *y, int64_t n);
+int cu_mul2(cu_stream s, const float *a, const float *b, float *y, int64_t n);
+int cu_acc(cu_stream s, const float *dy, const float *other, float *dx, int64_t n);
+/* rows x cols blocks: dst[r * dpitch + c] (+)= src[r * spitch + c] */
+int cu_copy2d(cu_stream s, const float *src, int64_t spitch, float *dst, int64_t dpitch,
+              int64_t rows, int64_t cols, int accumulate);
+/* Pooling over planes of h x w into ho x wo, windows as src/kernels/ref/pool.c. */
+struct cu_pool {
+    int64_t planes, h, w, ho, wo;
+    int32_t kh, kw, sh, sw, ph, pw;
+    int include_pad;
+};
+int cu_maxpool_fwd(cu_stream s, struct cu_pool g, const float *x, float *y, int32_t *arg);
+int cu_maxpool_bwd(cu_stream s, struct cu_pool g, const int32_t *arg, const float *dy, float *dx);
+int cu_avgpool_fwd(cu_stream s, struct cu_pool g, const float *x, float *y);
+int cu_avgpool_bwd(cu_stream s, struct cu_pool g, const float *dy, float *dx);
+int cu_gap_fwd(cu_stream s, const float *x, float *y, int64_t planes, int64_t hw);
+int cu_gap_bwd(cu_stream s, const float *dy, float *dx, int64_t planes, int64_t hw);
+/* softmax cross-entropy: loss[0] = mean over rows; prob; *bad (device) set to 1 + the
+ * first row whose label is outside [0, k) */
+int cu_softmax_ce_fwd(cu_stream s, const float *x, const int32_t *lab, float *prob,
+                      float *loss, double *rowloss, int32_t *bad, int64_t n, int64_t k);
+int cu_softmax_ce_bwd(cu_stream s, const float *prob, const int32_t *lab, const float *dy,
+                      float *dx, int64_t n, int64_t k);
+#define CU_MAX_SUM 16
+struct cu_ptrs {
+    const float *p[CU_MAX_SUM];
+};
+int cu_sum_scalars(cu_stream s, struct cu_ptrs in, int32_t n_in, float *y);
+/* linear: y[r, c] += b[c]; db[c] += sum_r dy[r, c] */
+int cu_bias_rows(cu_stream s, const float *b, float *y, int64_t rows, int64_t cols);
+int cu_bias_grad_rows(cu_stream s, const float *dy, float *db, int64_t rows, int64_t cols);
+/* SGD as torch.optim.SGD: d = g + wd w; m = mu m + d; w -= lr m */
+int cu_sgd(cu_stream s, float *w, const float *g, float *m, int64_t n, float lr, float mu,
+           float wd);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
