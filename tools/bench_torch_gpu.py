@@ -9,6 +9,9 @@ usage: tools/bench_torch_gpu.py speed MODEL BATCH SIZE STEPS
            through torch.utils.checkpoint.checkpoint_sequential in k segments)
        tools/bench_torch_gpu.py maxbatch MODEL SIZE CAP_BYTES CHECKPOINT_SEGMENTS
            the largest batch whose step fits the cap (bisection on out-of-memory)
+       tools/bench_torch_gpu.py maxdepth BATCH SIZE CAP_BYTES
+           the deepest ResNet with bottleneck blocks [3, 8, k, 3] (depth 3k + 44) whose
+           plain step fits the cap
 prints key=value lines.
 """
 import statistics
@@ -46,7 +49,7 @@ def step(model, opt, x, y, segments):
 
 
 def peak(name, batch, size, segments, cap=None):
-    model = build(name)
+    model = build(name) if isinstance(name, str) else name
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
     x = torch.randn(batch, 3, size, size, device="cuda")
     y = torch.randint(0, 1000, (batch,), device="cuda")
@@ -98,6 +101,31 @@ def main():
             else:
                 hi = mid
         print("max_batch=%d" % lo)
+    elif mode == "maxdepth":
+        batch, size, cap = map(int, sys.argv[2:5])
+        from torchvision.models.resnet import Bottleneck, ResNet
+
+        def fits(k):
+            try:
+                torch.manual_seed(1)
+                m = ResNet(Bottleneck, [3, 8, k, 3]).cuda()
+                m.train()
+                ok = peak(m, batch, size, 0) <= cap
+                del m
+            except torch.cuda.OutOfMemoryError:
+                ok = False
+            torch.cuda.empty_cache()
+            return ok
+        lo, hi = 0, 1
+        while fits(hi):
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid
+        print("max_depth=%d" % (3 * lo + 44 if lo else 0))
     else:
         sys.exit("unknown mode " + mode)
 
