@@ -78,7 +78,7 @@ void json_null(struct json *j, const char *key);
 /* What the plan chose for the kernels: per algorithm id, the convolution passes (op and
  * pass, not steps) given it; how many of them got their fastest; the most scratch of
  * one step. */
-#define CLI_MAX_ALGOS 128
+#define CLI_MAX_ALGOS 160
 struct cli_kernels {
     int32_t choices, fastest, per_algo[CLI_MAX_ALGOS];
     size_t scratch_peak;

@@ -20,9 +20,11 @@
  *
  * Convolution algorithms: cuDNN's own heuristics list them fastest first
  * (cudnnGetConvolution*Algorithm_v7) with their workspace; only deterministic ones are
- * offered, so that every plan gives the same bits. A forward algorithm is its cuDNN id
- * (0-7); a backward is a pair (data, filter), id 8 + 8 data + filter, the two running one
- * after the other in the same scratch. The plan chooses among them by free memory as
+ * offered, so that every plan gives the same bits. Ids: a convolution's forward is its
+ * cuDNN forward algorithm (0-7), its backward a pair (data, filter), 8 + 8 data + filter
+ * (the two run one after the other in the same scratch); a transposed convolution's
+ * forward is a backward-data algorithm, 72 + data, its backward a pair (forward,
+ * filter), 80 + 8 forward + filter. The plan chooses among them by free memory as
  * for the cpu backend (plan/algos.c). Gradients accumulate through cuDNN's beta = 1.
  *
  * Errors: every CUDA, cuDNN and cuBLAS call is checked; a failure is
@@ -38,7 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TICKETS 4096 /* copies under way at once (a ring of event pairs) */
+#define MAX_TICKETS 1024 /* a ring of copy events: waiting on a reused slot waits for a
+                            later copy on the same in-order stream, so it stays correct */
 
 struct cuda_ctx {
     int device;
@@ -430,6 +433,23 @@ static int pass_kind(bool transposed, bool backward, bool for_w)
     return transposed ? K_FWD : K_DATA;
 }
 
+/* The id of cuDNN algorithms a (and f, backward) for op's pass; and back. */
+static int32_t encode(bool transposed, bool bwd, int a, int f)
+{
+    return (transposed ? (bwd ? 80 : 72) : (bwd ? 8 : 0)) + (bwd ? 8 * a + f : a);
+}
+
+static bool decode(bool transposed, bool bwd, int32_t id, int *a, int *f)
+{
+    int32_t base = transposed ? (bwd ? 80 : 72) : (bwd ? 8 : 0), span = bwd ? 64 : 8;
+
+    if (id < base || id >= base + span)
+        return false;
+    *a = bwd ? (id - base) / 8 : id - base;
+    *f = bwd ? (id - base) % 8 : -1;
+    return true;
+}
+
 static int32_t conv_algos(struct cuda_ctx *c, const struct kop *op, bool bwd, int32_t *ids)
 {
     struct conv v;
@@ -442,7 +462,7 @@ static int32_t conv_algos(struct cuda_ctx *c, const struct kop *op, bool bwd, in
         goto fail;
     if (!bwd) {
         for (int i = 0; i < na; i++)
-            ids[n++] = a[i];
+            ids[n++] = encode(v.transposed, false, a[i], 0);
         conv_fini(&v);
         return n;
     }
@@ -452,13 +472,13 @@ static int32_t conv_algos(struct cuda_ctx *c, const struct kop *op, bool bwd, in
     for (int r = 0; r <= 4 && n < BACKEND_MAX_ALGOS; r++)
         for (int i = 0; i < na && n < BACKEND_MAX_ALGOS; i++)
             if (r - i >= 0 && r - i < nb)
-                ids[n++] = 8 + 8 * a[i] + b[r - i];
+                ids[n++] = encode(v.transposed, true, a[i], b[r - i]);
     conv_fini(&v);
     return n;
 fail: /* no list: prepare will say why */
     core_clear_error();
     conv_fini(&v);
-    ids[0] = bwd ? 8 : 0;
+    ids[0] = encode(op->type == REMAT_OP_CONV_TRANSPOSE2D, bwd, 0, 0);
     return 1;
 }
 
@@ -470,23 +490,27 @@ static const char *const data_names[] = {"0", "1", "fft", "fft_tiling", "winogra
 static const char *const filter_names[] = {"0", "1", "fft", "3", "winograd_nonfused",
                                            "fft_tiling", "6"};
 
-/* Forward ids are cuDNN's forward algorithms (the transposed convolution's forward runs
- * a backward-data one: the same numbers name it); backward ids pairs. */
+/* The names of the ids (see the file comment). */
 static const char *be_algo_name(int32_t id)
 {
-    static char names[64][48];
+    static char names[144][48];
+    int a, f;
 
-    if (id >= 0 && id < 8)
-        return fwd_names[id];
-    if (id >= 8 && id < 72) {
-        int d = (id - 8) / 8, f = (id - 8) % 8;
-
-        if (!names[id - 8][0])
-            snprintf(names[id - 8], sizeof names[0], "d:%s+f:%s", d < 6 ? data_names[d] : "?",
+    if (id < 0 || id >= 144)
+        return "?";
+    if (!names[id][0]) {
+        if (decode(false, false, id, &a, &f))
+            snprintf(names[id], sizeof names[0], "%s", fwd_names[a]);
+        else if (decode(false, true, id, &a, &f))
+            snprintf(names[id], sizeof names[0], "d:%s+f:%s", a < 6 ? data_names[a] : "?",
                      f < 7 ? filter_names[f] : "?");
-        return names[id - 8];
+        else if (decode(true, false, id, &a, &f))
+            snprintf(names[id], sizeof names[0], "t:%s", a < 6 ? data_names[a] : "?");
+        else if (decode(true, true, id, &a, &f))
+            snprintf(names[id], sizeof names[0], "t:%s+f:%s", fwd_names[a],
+                     f < 7 ? filter_names[f] : "?");
     }
-    return "?";
+    return names[id];
 }
 
 /* The workspace of kind with cuDNN algorithm a. */
@@ -563,14 +587,14 @@ static remat_status conv_run(struct cuda_ctx *c, const struct kop *op, bool bwd)
 {
     struct conv v;
     int32_t id = op->algo;
-    int a = bwd ? (id - 8) / 8 : id, f = bwd ? (id - 8) % 8 : -1;
+    int a = 0, f = -1;
     int ka = pass_kind(op->type == REMAT_OP_CONV_TRANSPOSE2D, bwd, false);
     size_t wa = 0, wf = 0, need;
     bool want_x = !bwd || op->din[0].data, want_w = bwd && (op->dw.data || op->db.data);
     void *ws;
     remat_status st;
 
-    if ((bwd && (id < 8 || id >= 72)) || (!bwd && (id < 0 || id >= 8)))
+    if (!decode(op->type == REMAT_OP_CONV_TRANSPOSE2D, bwd, id, &a, &f))
         return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "cuda backend: %s has no algorithm %d",
                           remat_op_name(op->type), (int)id);
     if ((st = conv_init(op, &v)))
@@ -640,7 +664,8 @@ static remat_status bn_run(struct cuda_ctx *c, const struct kop *op, bool bwd)
         return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "cuda backend: batch norm without gamma and "
                           "beta");
     if (bwd) /* a gradient not wanted still needs a place: scratch */
-        need = (op->din[0].data ? 0 : (size_t)n * 4) + (op->dw.data ? 0 : (size_t)ch * 8);
+        need = (op->din[0].data ? 0 : (size_t)n * 4) + (op->dw.data ? 0 : (size_t)ch * 4) +
+               (op->db.data ? 0 : (size_t)ch * 4);
     c->need = need > c->need ? need : c->need;
     if (c->dry)
         return REMAT_OK;
@@ -659,14 +684,17 @@ static remat_status bn_run(struct cuda_ctx *c, const struct kop *op, bool bwd)
             op->running_mean, op->running_var, (double)op->at->eps, op->aux.data,
             op->aux.data + ch));
     } else {
-        float *dx = op->din[0].data ? op->din[0].data : (float *)ws;
-        float *dg = op->dw.data ? op->dw.data : (float *)(ws + (op->din[0].data ? 0 : n * 4));
-        float *dbeta = op->dw.data ? op->db.data : dg + ch;
+        float *next = (float *)ws, *dx, *dg, *dbeta;
 
+        dx = op->din[0].data ? op->din[0].data : (next += n, next - n);
+        dg = op->dw.data ? op->dw.data : (next += ch, next - ch);
+        dbeta = op->db.data ? op->db.data : next;
+        /* the parameters' gradients accumulate when both are wanted; one not wanted goes
+         * to scratch, where overwriting is as good (cuDNN takes one beta for both) */
         DNN_TRY(cudnnBatchNormalizationBackward(
             c->dnn, CUDNN_BATCHNORM_SPATIAL, &ONE, op->din[0].data ? &ONE : &ZERO, &ONE,
-            op->dw.data ? &ONE : &ZERO, xd, x->data, xd, op->dout.data, xd, dx, pd, op->w.data,
-            dg, dbeta, (double)op->at->eps, mean, inv));
+            op->dw.data && op->db.data ? &ONE : &ZERO, xd, x->data, xd, op->dout.data, xd, dx,
+            pd, op->w.data, dg, dbeta, (double)op->at->eps, mean, inv));
     }
 out:
     if (xd)

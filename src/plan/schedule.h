@@ -34,7 +34,7 @@ struct remat_algos {
     const char *(*name)(int32_t id);
 };
 
-#define ALGO_MAX_IDS 128 /* a backend's algorithm ids are below this */
+#define ALGO_MAX_IDS 160 /* a backend's algorithm ids are below this */
 
 /* Appends a choice of op o's pass (in order: every pass of op 0 first, ...); the caller
  * sets first[]. */
