@@ -16,6 +16,7 @@
 #include "harness.h"
 
 #include "exec/exec.h"
+#include "kernels_util.h"
 
 #include <math.h>
 
@@ -145,39 +146,11 @@ static void test_strategies(void)
             continue;
         }
         /* none with this plan's algorithms: the same kernels, so the same bits */
-        if (remat_plan_none(tg, &mirror) == REMAT_OK) {
-            int32_t *pick = calloc(2 * (size_t)tg->n_ops, sizeof *pick);
-            size_t *sc = calloc(2 * (size_t)tg->n_ops, sizeof *sc);
-
-            REMAT_ASSERT_TEST(pick && sc);
-            for (size_t i = 0; i < sched->n; i++)
-                if (sched->algo[i] >= 0) {
-                    size_t j = 2 * (size_t)sched->steps[i].id +
-                               (sched->steps[i].kind == REMAT_STEP_BWD);
-
-                    pick[j] = sched->algo[i];
-                    sc[j] = sched->scratch[i];
-                }
-            mirror->algo = calloc(mirror->n, sizeof *mirror->algo);
-            mirror->scratch = calloc(mirror->n, sizeof *mirror->scratch);
-            REMAT_ASSERT_TEST(mirror->algo && mirror->scratch);
-            for (size_t i = 0; i < mirror->n; i++) {
-                remat_step t = mirror->steps[i];
-                size_t j = 2 * (size_t)t.id + (t.kind == REMAT_STEP_BWD);
-                bool k = (t.kind == REMAT_STEP_FWD || t.kind == REMAT_STEP_BWD) &&
-                         !tg->ops[t.id].is_view;
-
-                mirror->algo[i] = k ? pick[j] : -1;
-                mirror->scratch[i] = k ? sc[j] : 0;
-            }
-            mirror->backend = REMAT_BACKEND_CUDA;
-            free(pick);
-            free(sc);
-            CHECK(three_steps(g, tg, sched, remat_strategy_name((remat_strategy)s)) ==
-                      three_steps(g, tg, mirror, "none with the same kernels"),
-                  "%s: parameters differ from none's with the same kernels",
-                  remat_strategy_name((remat_strategy)s));
-        }
+        mirror = none_with_kernels_of(tg, sched);
+        CHECK(three_steps(g, tg, sched, remat_strategy_name((remat_strategy)s)) ==
+                  three_steps(g, tg, mirror, "none with the same kernels"),
+              "%s: parameters differ from none's with the same kernels",
+              remat_strategy_name((remat_strategy)s));
         remat_schedule_free(mirror);
         remat_schedule_free(sched);
     }

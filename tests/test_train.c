@@ -13,6 +13,7 @@
 #include "harness.h"
 
 #include "exec/exec.h"
+#include "kernels_util.h"
 
 struct model {
     const char *name;
@@ -254,39 +255,6 @@ static uint64_t train3(const remat_graph *g, const remat_tgraph *tg, const remat
         *peak = st.planned_peak_bytes;
     remat_trainer_free(t);
     return sum;
-}
-
-/* none's schedule with the kernels another plan chose (per op and pass). */
-static remat_schedule *none_with_kernels_of(const remat_tgraph *tg, const remat_schedule *o)
-{
-    remat_schedule *s = NULL;
-    int32_t *algo = calloc(2 * (size_t)tg->n_ops, sizeof *algo);
-    size_t *sc = calloc(2 * (size_t)tg->n_ops, sizeof *sc);
-
-    REMAT_ASSERT_TEST(algo && sc && remat_plan_none(tg, &s) == REMAT_OK);
-    for (size_t i = 0; i < o->n; i++)
-        if (o->algo[i] >= 0) {
-            size_t j = 2 * (size_t)o->steps[i].id + (o->steps[i].kind == REMAT_STEP_BWD);
-
-            algo[j] = o->algo[i];
-            sc[j] = o->scratch[i];
-        }
-    s->algo = calloc(s->n, sizeof *s->algo);
-    s->scratch = calloc(s->n, sizeof *s->scratch);
-    REMAT_ASSERT_TEST(s->algo && s->scratch);
-    for (size_t i = 0; i < s->n; i++) {
-        size_t j = 2 * (size_t)s->steps[i].id + (s->steps[i].kind == REMAT_STEP_BWD);
-
-        s->algo[i] = -1;
-        if (s->steps[i].kind == REMAT_STEP_FWD || s->steps[i].kind == REMAT_STEP_BWD) {
-            s->algo[i] = tg->ops[s->steps[i].id].is_view ? -1 : algo[j];
-            s->scratch[i] = sc[j];
-        }
-    }
-    s->backend = o->backend;
-    free(algo);
-    free(sc);
-    return s;
 }
 
 /*
