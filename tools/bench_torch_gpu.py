@@ -61,6 +61,21 @@ def peak(name, batch, size, segments, cap=None):
     return torch.cuda.max_memory_allocated()
 
 
+def largest(fits):
+    """The largest n >= 0 with fits(n) (fits(0) is taken as true), by doubling then
+    bisection."""
+    lo, hi = 0, 1
+    while fits(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def main():
     mode = sys.argv[1]
     if mode == "speed":
@@ -84,7 +99,6 @@ def main():
         print("max_memory_allocated=%d" % peak(name, batch, size, seg))
     elif mode == "maxbatch":
         name, size, cap, seg = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-        lo, hi = 0, 1
         def fits(b):
             try:
                 ok = peak(name, b, size, seg) <= cap
@@ -92,15 +106,7 @@ def main():
                 ok = False
             torch.cuda.empty_cache()
             return ok
-        while fits(hi):
-            lo, hi = hi, hi * 2
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid
-        print("max_batch=%d" % lo)
+        print("max_batch=%d" % largest(fits))
     elif mode == "maxdepth":
         batch, size, cap = map(int, sys.argv[2:5])
         from torchvision.models.resnet import Bottleneck, ResNet
@@ -116,16 +122,8 @@ def main():
                 ok = False
             torch.cuda.empty_cache()
             return ok
-        lo, hi = 0, 1
-        while fits(hi):
-            lo, hi = hi, hi * 2
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid
-        print("max_depth=%d" % (3 * lo + 44 if lo else 0))
+        k = largest(fits)
+        print("max_depth=%d" % (3 * k + 44 if k else 0))
     else:
         sys.exit("unknown mode " + mode)
 

@@ -120,6 +120,31 @@ fail:
     return st;
 }
 
+/* The backward-data (weights false: x, w, y) or backward-weights (x, w, db, y)
+ * descriptor of g with oneDNN algorithm kind ak. */
+static remat_status bwd_desc(const struct cgeo *g, dnnl_alg_kind_t ak, bool weights,
+                             const dnnl_memory_desc_t *x, const dnnl_memory_desc_t *w,
+                             const dnnl_memory_desc_t *db, const dnnl_memory_desc_t *y,
+                             dnnl_convolution_desc_t *d)
+{
+    remat_status st = REMAT_OK;
+
+    if (!weights && g->transposed)
+        CPU_TRY(dnnl_dilated_deconvolution_backward_data_desc_init(d, ak, x, w, y, g->strides,
+                                                                   g->dil, g->pl, g->pr));
+    else if (!weights)
+        CPU_TRY(dnnl_dilated_convolution_backward_data_desc_init(d, ak, x, w, y, g->strides,
+                                                                 g->dil, g->pl, g->pr));
+    else if (g->transposed)
+        CPU_TRY(dnnl_dilated_deconvolution_backward_weights_desc_init(
+            d, ak, x, w, db, y, g->strides, g->dil, g->pl, g->pr));
+    else
+        CPU_TRY(dnnl_dilated_convolution_backward_weights_desc_init(d, ak, x, w, db, y, g->strides,
+                                                                    g->dil, g->pl, g->pr));
+fail:
+    return st;
+}
+
 static remat_status build_fwd(struct cpu_ctx *c, const struct kop *op, unsigned want,
                               struct cpu_entry *e)
 {
@@ -157,13 +182,8 @@ static remat_status build_bwd(struct cpu_ctx *c, const struct kop *op, unsigned 
     if ((st = cpu_pd_make(c, &fd, NULL, &hint)))
         return st;
     if (want & W_DX) {
-        if (g.transposed)
-            CPU_TRY(dnnl_dilated_deconvolution_backward_data_desc_init(
-                &d, dnnl_deconvolution_direct, &x, &w, &y, g.strides, g.dil, g.pl, g.pr));
-        else
-            CPU_TRY(dnnl_dilated_convolution_backward_data_desc_init(
-                &d, dnnl_convolution_direct, &x, &w, &y, g.strides, g.dil, g.pl, g.pr));
-        if ((st = cpu_prim_make(c, e, &e->prim[0], &d, hint, data_args, 3)))
+        if ((st = bwd_desc(&g, alg_kind(&g, CPU_ALGO_GEMM), false, &x, &w, NULL, &y, &d)) ||
+            (st = cpu_prim_make(c, e, &e->prim[0], &d, hint, data_args, 3)))
             goto fail;
         e->n[0] = cpu_region(e, ktensor_numel(&op->in[0]));
     }
@@ -171,14 +191,8 @@ static remat_status build_bwd(struct cpu_ctx *c, const struct kop *op, unsigned 
         memset(&db, 0, sizeof db);
         if ((want & W_DB) && (st = cpu_md(&db, 1, g.bdims, dnnl_a)))
             goto fail;
-        if (g.transposed)
-            CPU_TRY(dnnl_dilated_deconvolution_backward_weights_desc_init(
-                &d, dnnl_deconvolution_direct, &x, &w, &db, &y, g.strides, g.dil, g.pl,
-                g.pr));
-        else
-            CPU_TRY(dnnl_dilated_convolution_backward_weights_desc_init(
-                &d, dnnl_convolution_direct, &x, &w, &db, &y, g.strides, g.dil, g.pl, g.pr));
-        if ((st = cpu_prim_make(c, e, &e->prim[1], &d, hint, wei_args, 4)))
+        if ((st = bwd_desc(&g, alg_kind(&g, CPU_ALGO_GEMM), true, &x, &w, &db, &y, &d)) ||
+            (st = cpu_prim_make(c, e, &e->prim[1], &d, hint, wei_args, 4)))
             goto fail;
         e->n[1] = cpu_region(e, ktensor_numel(&op->w));
         if (want & W_DB)
@@ -371,13 +385,8 @@ static remat_status build_bwd_blocked(struct cpu_ctx *c, const struct kop *op, u
         (st = blocked_pd(c, op->algo, &fd, NULL, &hint)))
         return st;
     if (want & W_DX) {
-        if (g.transposed)
-            CPU_TRY(dnnl_dilated_deconvolution_backward_data_desc_init(
-                &d, ak, &xa, &wa, &ya, g.strides, g.dil, g.pl, g.pr));
-        else
-            CPU_TRY(dnnl_dilated_convolution_backward_data_desc_init(
-                &d, ak, &xa, &wa, &ya, g.strides, g.dil, g.pl, g.pr));
-        if ((st = blocked_pd(c, op->algo, &d, hint, &pd)))
+        if ((st = bwd_desc(&g, ak, false, &xa, &wa, NULL, &ya, &d)) ||
+            (st = blocked_pd(c, op->algo, &d, hint, &pd)))
             goto fail;
         dyd = chosen(pd, DNNL_ARG_DIFF_DST);
         wb = chosen(pd, DNNL_ARG_WEIGHTS);
@@ -392,13 +401,8 @@ static remat_status build_bwd_blocked(struct cpu_ctx *c, const struct kop *op, u
         memset(&db, 0, sizeof db);
         if ((want & W_DB) && (st = cpu_md(&db, 1, g.bdims, dnnl_a)))
             goto fail;
-        if (g.transposed)
-            CPU_TRY(dnnl_dilated_deconvolution_backward_weights_desc_init(
-                &d, ak, &xa, &wa, &db, &ya, g.strides, g.dil, g.pl, g.pr));
-        else
-            CPU_TRY(dnnl_dilated_convolution_backward_weights_desc_init(
-                &d, ak, &xa, &wa, &db, &ya, g.strides, g.dil, g.pl, g.pr));
-        if ((st = blocked_pd(c, op->algo, &d, hint, &pd)))
+        if ((st = bwd_desc(&g, ak, true, &xa, &wa, &db, &ya, &d)) ||
+            (st = blocked_pd(c, op->algo, &d, hint, &pd)))
             goto fail;
         xb = chosen(pd, DNNL_ARG_SRC);
         dyw = chosen(pd, DNNL_ARG_DIFF_DST);
