@@ -8,6 +8,11 @@
  *    remat_trainer_gradients from the same seed and batch on each: the loss within 1e-4
  *    relative, the whole gradient within 1e-3 relative L2 and each element within 1e-3
  *    of the largest.
+ * 0. Every op with a CUDA kernel, forward and backward, against the reference kernels on
+ *    the same data (in managed memory, which both read): convolutions under every
+ *    algorithm cuDNN offers them, with the scratch prepare reports; outputs within 1e-4
+ *    relative (plus 1e-5 of the largest), max pooling's winners exactly, gradients
+ *    accumulated onto random starting values within the same bounds.
  * 2. Three training steps under every strategy, planned with the cuda backend's kernels
  *    (cuDNN's deterministic algorithms, chosen by free memory): parameters bit-identical
  *    to `none` run with the same algorithms, measured peak equal to the planned one
@@ -16,6 +21,7 @@
 #include "harness.h"
 
 #include "exec/exec.h"
+#include "kernel_util.h"
 #include "kernels_util.h"
 
 #include <math.h>
@@ -36,6 +42,294 @@ static remat_trainer *cuda_trainer(const remat_graph *g, const remat_tgraph *tg,
     if (st && !*skip)
         CHECK(false, "cuda trainer: %s", remat_errmsg());
     return t;
+}
+
+
+/* ------------------------------------------------------------------ per op */
+
+#define S1(a) {1, {a, 0, 0, 0}}
+#define S2(a, b) {2, {a, b, 0, 0}}
+#define S4(a, b, c, d) {4, {a, b, c, d}}
+
+static const struct backend_ops *cu_be;
+static void *cu_ctx;
+
+/* Moves t's buffer into shared (managed) memory, contents kept. */
+static void share(struct ktensor *t, size_t elem)
+{
+    size_t bytes = (size_t)kt_n(t) * elem;
+    void *p;
+
+    if (!t->data)
+        return;
+    p = cu_be->alloc_shared(cu_ctx, bytes);
+    REMAT_ASSERT_TEST(p);
+    memcpy(p, t->data, bytes);
+    free(t->data);
+    t->data = p;
+}
+
+static void share_floats(float **p, int64_t n)
+{
+    struct ktensor t = {*p, {n, 0, 0, 0}, 1};
+
+    share(&t, sizeof(float));
+    *p = t.data;
+}
+
+/* Releases what share moved; the rest as tk_fini. */
+static void unshare(struct tk *t)
+{
+    struct ktensor *all[] = {&t->op.out, &t->op.dout, &t->op.aux, &t->op.w, &t->op.dw,
+                             &t->op.b, &t->op.db};
+
+    for (int i = 0; i < t->n_in; i++) {
+        cu_be->release_shared(cu_ctx, t->in[i].data, 0);
+        cu_be->release_shared(cu_ctx, t->din[i].data, 0);
+        t->in[i].data = t->din[i].data = NULL;
+    }
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (all[i]->data)
+            cu_be->release_shared(cu_ctx, all[i]->data, 0);
+        all[i]->data = NULL;
+    }
+    if (t->op.running_mean) {
+        cu_be->release_shared(cu_ctx, t->op.running_mean, 0);
+        cu_be->release_shared(cu_ctx, t->op.running_var, 0);
+        t->op.running_mean = t->op.running_var = NULL;
+    }
+    tk_fini(t);
+}
+
+static void close_to(const char *name, const char *what, const float *got, const float *want,
+                     int64_t n)
+{
+    double amax = 0;
+    int64_t bad = 0, first = -1;
+
+    for (int64_t i = 0; i < n; i++)
+        amax = fmax(amax, fabs(want[i]));
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - want[i]) <= 1e-4 * fabs(want[i]) + 1e-5 * fmax(1, amax))) {
+            bad++;
+            first = first < 0 ? i : first;
+        }
+    CHECK(bad == 0, "%s: %s[%lld] = %.9g, reference %.9g; %lld of %lld off", name, what,
+          (long long)first, first >= 0 ? got[first] : 0.0, first >= 0 ? want[first] : 0.0,
+          (long long)bad, (long long)n);
+}
+
+static float *copy_of(const float *p, int64_t n)
+{
+    float *q = malloc(sizeof(float) * (size_t)(n ? n : 1));
+
+    REMAT_ASSERT_TEST(q);
+    memcpy(q, p, sizeof(float) * (size_t)n);
+    return q;
+}
+
+/* One op: the reference, then the cuda backend with algorithm algo, forward and
+ * backward from the same starting values. */
+static void op_case(const char *name, remat_op type, int n_in, const struct shp *shapes,
+                    const remat_attrs *at, int32_t algo, bool backward_alg)
+{
+    struct tk t;
+    struct ktensor in[TK_MAX_IN], *p, *g;
+    struct kop k;
+    float *yr, *auxr = NULL, *g0[TK_MAX_IN + 2] = {0}, *gr[TK_MAX_IN + 2] = {0};
+    int64_t ny, naux;
+    size_t need = 0;
+    void *sc = NULL;
+
+    rng_state = rng_seed;
+    tk_init(&t, type, n_in, shapes, at);
+    for (int i = 0; i < n_in; i++) {
+        if (type == REMAT_OP_SOFTMAX_CE && i == 1)
+            for (int64_t j = 0; j < kt_n(&t.in[1]); j++)
+                ((int32_t *)t.in[1].data)[j] = (int32_t)(splitmix64() % (uint64_t)t.in[0].shape[1]);
+        else
+            fill_uniform(&t.in[i], -1, 1);
+    }
+    if (t.op.w.data)
+        fill_uniform(&t.op.w, -1, 1);
+    if (t.op.b.data)
+        fill_uniform(&t.op.b, -1, 1);
+    fill_uniform(&t.op.dout, -1, 1);
+    t.op.key = 0x5eedull;
+    t.op.update_stats = true;
+    for (int i = 0; i < n_in; i++) {
+        share(&t.in[i], 4);
+        share(&t.din[i], 4);
+    }
+    share(&t.op.out, 4);
+    share(&t.op.dout, 4);
+    share(&t.op.aux, 4);
+    share(&t.op.w, 4);
+    share(&t.op.dw, 4);
+    share(&t.op.b, 4);
+    share(&t.op.db, 4);
+    if (t.op.running_mean) {
+        share_floats(&t.op.running_mean, t.op.w.shape[0]);
+        share_floats(&t.op.running_var, t.op.w.shape[0]);
+    }
+    ny = kt_n(&t.op.out);
+    naux = t.op.aux.data ? kt_n(&t.op.aux) : 0;
+
+    /* forward */
+    t.op.algo = backward_alg ? 0 : algo;
+    if (type == REMAT_OP_CONV2D || type == REMAT_OP_CONV_TRANSPOSE2D) {
+        int32_t ids[BACKEND_MAX_ALGOS];
+
+        if (backward_alg) /* a forward algorithm for the backward cases: the first */
+            cu_be->algos(cu_ctx, &t.op, false, ids), t.op.algo = ids[0];
+    }
+    CHECK_OK(ref_forward(&t.op));
+    yr = copy_of(t.op.out.data, ny);
+    if (naux)
+        auxr = copy_of(t.op.aux.data, naux);
+    CHECK_OK(cu_be->prepare(cu_ctx, &t.op, false, &need));
+    if (need)
+        REMAT_ASSERT_TEST((sc = cu_be->alloc(cu_ctx, need)));
+    t.op.scratch = sc;
+    t.op.scratch_bytes = need;
+    t.op.update_stats = false; /* the reference updated them once */
+    CHECK_OK(cu_be->forward(cu_ctx, &t.op));
+    CHECK_OK(cu_be->sync(cu_ctx));
+    close_to(name, "y", t.op.out.data, yr, ny);
+    if (naux && type == REMAT_OP_MAX_POOL)
+        CHECK(!memcmp(t.op.aux.data, auxr, sizeof(int32_t) * (size_t)naux),
+              "%s: max pooling's winners differ", name);
+    else if (naux)
+        close_to(name, "aux", t.op.aux.data, auxr, naux);
+    if (sc)
+        cu_be->release(cu_ctx, sc, need);
+    sc = NULL;
+
+    /* backward, from the reference's forward tensors, onto random starting gradients */
+    memcpy(t.op.out.data, yr, sizeof(float) * (size_t)ny);
+    if (naux)
+        memcpy(t.op.aux.data, auxr, sizeof(float) * (size_t)naux);
+    for (int q = 0; q < t.n_in + 2; q++)
+        if (tk_slot(&t, q, &p, &g)) {
+            fill_uniform(g, -1, 1);
+            g0[q] = copy_of(g->data, kt_n(g));
+        }
+    k = tk_bwd_kop(&t, in);
+    k.algo = algo;
+    if (!backward_alg && (type == REMAT_OP_CONV2D || type == REMAT_OP_CONV_TRANSPOSE2D)) {
+        int32_t ids[BACKEND_MAX_ALGOS];
+
+        cu_be->algos(cu_ctx, &k, true, ids);
+        k.algo = ids[0];
+    }
+    CHECK_OK(ref_backward(&k));
+    for (int q = 0; q < t.n_in + 2; q++)
+        if (g0[q]) {
+            tk_slot(&t, q, &p, &g);
+            gr[q] = copy_of(g->data, kt_n(g));
+            memcpy(g->data, g0[q], sizeof(float) * (size_t)kt_n(g));
+        }
+    CHECK_OK(cu_be->prepare(cu_ctx, &k, true, &need));
+    if (need)
+        REMAT_ASSERT_TEST((sc = cu_be->alloc(cu_ctx, need)));
+    k.scratch = sc;
+    k.scratch_bytes = need;
+    CHECK_OK(cu_be->backward(cu_ctx, &k));
+    CHECK_OK(cu_be->sync(cu_ctx));
+    for (int q = 0; q < t.n_in + 2; q++)
+        if (g0[q]) {
+            tk_slot(&t, q, &p, &g);
+            close_to(name, q < t.n_in ? "dx" : q == t.n_in ? "dw" : "db", g->data, gr[q],
+                     kt_n(g));
+        }
+    if (sc)
+        cu_be->release(cu_ctx, sc, need);
+    for (int q = 0; q < TK_MAX_IN + 2; q++) {
+        free(g0[q]);
+        free(gr[q]);
+    }
+    free(yr);
+    free(auxr);
+    unshare(&t);
+}
+
+/* op_case under every algorithm the backend lists for the op (convolutions), forward
+ * ones and backward ones. */
+static void op_cases(const char *name, remat_op type, int n_in, const struct shp *shapes,
+                     const remat_attrs *at)
+{
+    struct tk t;
+    int32_t ids[BACKEND_MAX_ALGOS], n;
+    struct ktensor in[TK_MAX_IN];
+    struct kop k;
+    char label[128];
+
+    if (type != REMAT_OP_CONV2D && type != REMAT_OP_CONV_TRANSPOSE2D) {
+        op_case(name, type, n_in, shapes, at, 0, false);
+        return;
+    }
+    tk_init(&t, type, n_in, shapes, at);
+    n = cu_be->algos(cu_ctx, &t.op, false, ids);
+    for (int32_t i = 0; i < n; i++) {
+        snprintf(label, sizeof label, "%s [%s]", name, cu_be->algo_name(ids[i]));
+        op_case(label, type, n_in, shapes, at, ids[i], false);
+    }
+    k = tk_bwd_kop(&t, in);
+    n = cu_be->algos(cu_ctx, &k, true, ids);
+    for (int32_t i = 0; i < n; i++) {
+        snprintf(label, sizeof label, "%s [%s]", name, cu_be->algo_name(ids[i]));
+        op_case(label, type, n_in, shapes, at, ids[i], true);
+    }
+    tk_fini(&t);
+}
+
+static void test_ops(void)
+{
+    remat_train_opts o = remat_train_opts_default();
+    const struct shp x4 = S4(2, 16, 9, 11), x3 = S4(3, 3, 8, 8), xs = S4(2, 6, 7, 6),
+                     x2 = S2(5, 10), lab = S1(5), xb = S4(4, 8, 5, 6);
+    struct shp two[2] = {x4, x4}, three[3] = {x4, x4, x4}, cat[2] = {x4, S4(2, 5, 9, 11)},
+               ce[2] = {x2, lab};
+
+    cu_be = backend_cuda();
+    o.backend = REMAT_BACKEND_CUDA;
+    if (!cu_be || cu_be->create(&o, &cu_ctx)) {
+        SKIP("%s", cu_be ? remat_errmsg() : "the cuda backend is not in this build");
+        core_clear_error();
+        return;
+    }
+    op_cases("conv2d k3 p1 bias", REMAT_OP_CONV2D, 1, &x4,
+             &(remat_attrs){.out_channels = 8, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .bias = true});
+    op_cases("conv2d k1 s2", REMAT_OP_CONV2D, 1, &x3,
+             &(remat_attrs){.out_channels = 7, .kh = 1, .kw = 1, .sh = 2, .sw = 2});
+    op_cases("conv2d k3 d2 g2", REMAT_OP_CONV2D, 1, &x4,
+             &(remat_attrs){.out_channels = 8, .kh = 3, .kw = 3, .ph = 2, .pw = 2, .dh = 2,
+                            .dw = 2, .groups = 2});
+    op_cases("conv_t k3 s2 p1 out_pad 1", REMAT_OP_CONV_TRANSPOSE2D, 1, &xs,
+             &(remat_attrs){.out_channels = 5, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1,
+                            .pw = 1, .out_pad_h = 1, .out_pad_w = 1, .bias = true});
+    op_cases("batch_norm 4-d", REMAT_OP_BATCH_NORM, 1, &xb, NULL);
+    op_cases("batch_norm 2-d", REMAT_OP_BATCH_NORM, 1, &x2, NULL);
+    op_cases("relu", REMAT_OP_RELU, 1, &x4, NULL);
+    op_cases("clip", REMAT_OP_CLIP, 1, &x4, &(remat_attrs){.clip_min = -0.5f, .clip_max = 0.5f});
+    op_cases("leaky_relu", REMAT_OP_LEAKY_RELU, 1, &x4, &(remat_attrs){.alpha = 0.1f});
+    op_cases("sigmoid", REMAT_OP_SIGMOID, 1, &x4, NULL);
+    op_cases("dropout", REMAT_OP_DROPOUT, 1, &x4, &(remat_attrs){.p = 0.3f});
+    op_cases("add 2", REMAT_OP_ADD, 2, two, NULL);
+    op_cases("add 3", REMAT_OP_ADD, 3, three, NULL);
+    op_cases("mul", REMAT_OP_MUL, 2, two, NULL);
+    op_cases("concat", REMAT_OP_CONCAT, 2, cat, NULL);
+    op_cases("max_pool k3 s2 p1", REMAT_OP_MAX_POOL, 1, &x4,
+             &(remat_attrs){.kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1});
+    op_cases("avg_pool k3 s2 p1 ceil", REMAT_OP_AVG_POOL, 1, &x4,
+             &(remat_attrs){.kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1,
+                            .ceil_mode = true, .count_include_pad = true});
+    op_cases("global_avg_pool", REMAT_OP_GLOBAL_AVG_POOL, 1, &x4, NULL);
+    op_cases("linear bias", REMAT_OP_LINEAR, 1, &x2,
+             &(remat_attrs){.out_channels = 7, .bias = true});
+    op_cases("softmax_ce", REMAT_OP_SOFTMAX_CE, 2, ce, NULL);
+    cu_be->destroy(cu_ctx);
+    cu_ctx = NULL;
 }
 
 static void test_gradients(void)
@@ -162,6 +456,8 @@ out:
 
 int main(void)
 {
+    rng_seed = 20240611u;
+    RUN(test_ops);
     RUN(test_gradients);
     RUN(test_strategies);
     return harness_end();
