@@ -319,6 +319,12 @@ static void test_ops(void)
     op_cases("add 3", REMAT_OP_ADD, 3, three, NULL);
     op_cases("mul", REMAT_OP_MUL, 2, two, NULL);
     op_cases("concat", REMAT_OP_CONCAT, 2, cat, NULL);
+    op_cases("crop centred", REMAT_OP_CROP, 1, &x4, &(remat_attrs){.out_h = 5, .out_w = 6,
+                                                                  .offset_h = -1, .offset_w = -1});
+    op_cases("crop at (1, 3)", REMAT_OP_CROP, 1, &x4, &(remat_attrs){.out_h = 4, .out_w = 5,
+                                                                   .offset_h = 1, .offset_w = 3});
+    op_cases("pad (1, 2, 0, 3)", REMAT_OP_PAD, 1, &x4, &(remat_attrs){.pad_t = 1, .pad_b = 2,
+                                                                     .pad_l = 0, .pad_r = 3});
     op_cases("max_pool k3 s2 p1", REMAT_OP_MAX_POOL, 1, &x4,
              &(remat_attrs){.kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1});
     op_cases("avg_pool k3 s2 p1 ceil", REMAT_OP_AVG_POOL, 1, &x4,

@@ -14,8 +14,8 @@
  * Kernels: convolution and transposed convolution on cuDNN's legacy convolution API,
  * batch norm on cuDNN's (mean and inverse std saved in aux, as kernels.h asks), linear on
  * cuBLAS SGEMM; activations, dropout (the same counter-based draws as the other
- * backends), add, mul, concat, pooling, global average pooling and the losses on our
- * kernels. Upsampling, crop, pad, softmax and transpose have no kernel here yet
+ * backends), add, mul, concat, crop, pad, pooling, global average pooling and the losses
+ * on our kernels. Upsampling, softmax and transpose have no kernel here yet
  * (REMAT_ERR_UNSUPPORTED names them).
  *
  * Convolution algorithms: cuDNN's own heuristics list them fastest first
@@ -754,6 +754,15 @@ static float drop_p(const remat_attrs *at)
     return at->p > 0 ? at->p : 0.5f;
 }
 
+/* crop's window origin, as ref/elem.c (a negative offset: centred) */
+static void crop_origin(const struct kop *op, int64_t *oh, int64_t *ow)
+{
+    const struct ktensor *x = &op->in[0], *y = &op->out;
+
+    *oh = op->at->offset_h >= 0 ? op->at->offset_h : (x->shape[2] - y->shape[2]) / 2;
+    *ow = op->at->offset_w >= 0 ? op->at->offset_w : (x->shape[3] - y->shape[3]) / 2;
+}
+
 static remat_status own_fwd(struct cuda_ctx *c, const struct kop *op)
 {
     cu_stream s = (cu_stream)c->stream;
@@ -796,6 +805,20 @@ static remat_status own_fwd(struct cuda_ctx *c, const struct kop *op)
         }
         return REMAT_OK;
     }
+    case REMAT_OP_CROP: {
+        int64_t oh, ow;
+
+        crop_origin(op, &oh, &ow);
+        K_TRY(cu_window(s, op->in[0].data, op->in[0].shape[2], op->in[0].shape[3], op->out.data,
+                        op->out.shape[2], op->out.shape[3],
+                        op->out.shape[0] * op->out.shape[1], oh, ow, 0));
+        return REMAT_OK;
+    }
+    case REMAT_OP_PAD:
+        K_TRY(cu_window(s, op->in[0].data, op->in[0].shape[2], op->in[0].shape[3], op->out.data,
+                        op->out.shape[2], op->out.shape[3], op->out.shape[0] * op->out.shape[1],
+                        -(int64_t)at->pad_t, -(int64_t)at->pad_l, 0));
+        return REMAT_OK;
     case REMAT_OP_MAX_POOL:
         K_TRY(cu_maxpool_fwd(s, pool_geom(op), op->in[0].data, op->out.data,
                              (int32_t *)op->aux.data));
@@ -889,6 +912,23 @@ static remat_status own_bwd(struct cuda_ctx *c, const struct kop *op)
         }
         return REMAT_OK;
     }
+    case REMAT_OP_CROP: { /* dx[oh + h, ow + w] += dy[h, w] */
+        int64_t oh, ow;
+
+        if (!dx || !dy)
+            break;
+        crop_origin(op, &oh, &ow);
+        K_TRY(cu_window(s, dy, op->out.shape[2], op->out.shape[3], dx, op->in[0].shape[2],
+                        op->in[0].shape[3], op->out.shape[0] * op->out.shape[1], -oh, -ow, 1));
+        return REMAT_OK;
+    }
+    case REMAT_OP_PAD: /* dx += dy's interior */
+        if (!dx || !dy)
+            break;
+        K_TRY(cu_window(s, dy, op->out.shape[2], op->out.shape[3], dx, op->in[0].shape[2],
+                        op->in[0].shape[3], op->out.shape[0] * op->out.shape[1], at->pad_t,
+                        at->pad_l, 1));
+        return REMAT_OK;
     case REMAT_OP_MAX_POOL:
         if (dx)
             K_TRY(cu_maxpool_bwd(s, pool_geom(op), (const int32_t *)op->aux.data, dy, dx));
@@ -952,7 +992,8 @@ static remat_status run(struct cuda_ctx *c, const struct kop *op, bool bwd)
     if (c->dry) { /* the kernel exists? */
         static const remat_op have[] = {
             REMAT_OP_RELU, REMAT_OP_CLIP, REMAT_OP_LEAKY_RELU, REMAT_OP_SIGMOID,
-            REMAT_OP_DROPOUT, REMAT_OP_ADD, REMAT_OP_MUL, REMAT_OP_CONCAT, REMAT_OP_MAX_POOL,
+            REMAT_OP_DROPOUT, REMAT_OP_ADD, REMAT_OP_MUL, REMAT_OP_CONCAT, REMAT_OP_CROP,
+            REMAT_OP_PAD, REMAT_OP_MAX_POOL,
             REMAT_OP_AVG_POOL, REMAT_OP_GLOBAL_AVG_POOL, REMAT_OP_SOFTMAX_CE,
             REMAT_OP_SUM_LOSSES, REMAT_OP_FLATTEN, REMAT_OP_RESHAPE,
         };

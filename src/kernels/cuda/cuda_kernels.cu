@@ -160,6 +160,30 @@ extern "C" int cu_copy2d(cu_stream s, const float *src, int64_t spitch, float *d
     return (int)cudaGetLastError();
 }
 
+__global__ static void k_window(const float *src, int64_t hs, int64_t ws, float *dst,
+                                int64_t hd, int64_t wd, int64_t planes, int64_t oi, int64_t oj,
+                                int acc)
+{
+    FOR_EACH(i, planes * hd * wd) {
+        int64_t p = i / (hd * wd), q = i % (hd * wd), r = q / wd + oi, c = q % wd + oj;
+        bool in = r >= 0 && r < hs && c >= 0 && c < ws;
+
+        if (acc && in)
+            dst[i] += src[(p * hs + r) * ws + c];
+        else if (!acc)
+            dst[i] = in ? src[(p * hs + r) * ws + c] : 0.0f;
+    }
+}
+
+extern "C" int cu_window(cu_stream s, const float *src, int64_t hs, int64_t ws, float *dst,
+                         int64_t hd, int64_t wd, int64_t planes, int64_t oi, int64_t oj,
+                         int accumulate)
+{
+    k_window<<<blocks(planes * hd * wd), THREADS, 0, s>>>(src, hs, ws, dst, hd, wd, planes, oi,
+                                                          oj, accumulate);
+    return (int)cudaGetLastError();
+}
+
 /* ---------------------------------------------------------------- pooling */
 
 __device__ static int64_t dmax(int64_t a, int64_t b) { return a > b ? a : b; }

@@ -30,6 +30,10 @@ int cu_acc(cu_stream s, const float *dy, const float *other, float *dx, int64_t 
 /* rows x cols blocks: dst[r * dpitch + c] (+)= src[r * spitch + c] */
 int cu_copy2d(cu_stream s, const float *src, int64_t spitch, float *dst, int64_t dpitch,
               int64_t rows, int64_t cols, int accumulate);
+/* Windows of planes (crop, pad): dst[p, i, j] = src[p, i + oi, j + oj] where that is
+ * inside src (hs x ws), else 0; with accumulate dst += it, and nothing outside. */
+int cu_window(cu_stream s, const float *src, int64_t hs, int64_t ws, float *dst, int64_t hd,
+              int64_t wd, int64_t planes, int64_t oi, int64_t oj, int accumulate);
 /* Pooling over planes of h x w into ho x wo, windows as src/kernels/ref/pool.c. */
 struct cu_pool {
     int64_t planes, h, w, ho, wo;
