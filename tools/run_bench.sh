@@ -24,8 +24,9 @@ trap 'rm -f "$tmp"' EXIT
     echo "## remat depth"
     echo
     echo "The deepest ResNet (bottleneck blocks (3, 8, k, 3)) each strategy fits in 4 GiB at"
-    echo "batch 16, 224x224 (parameters, gradients, momentum and the cpu backend's workspace"
-    echo "counted), each confirmed by one training step on the cpu backend (measured peaks,"
+    echo "batch 16, 224x224 (parameters, gradients, momentum and the kernels' scratch, each"
+    echo "convolution at the fastest algorithm that fits, counted), each confirmed by one training
+step on the cpu backend (measured peaks,"
     echo "device and host tier, equal to the planned ones). superneurons and hybrid offload to"
     echo "the host tier; parameters, their gradients and momentum stay resident."
     echo
