@@ -49,7 +49,7 @@ LIB_SRC := $(sort $(wildcard src/core/*.c src/graph/*.c src/models/*.c src/io/*.
                              src/kernels/ref/*.c src/kernels/cpu/*.c))
 LIB_SRC := $(filter-out src/exec/backend_cuda.c,$(LIB_SRC))
 ifeq ($(CUDA),1)
-LIB_SRC += src/exec/backend_cuda.c
+LIB_SRC += src/exec/backend_cuda.c $(sort $(wildcard src/kernels/cuda/*.c))
 endif
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))

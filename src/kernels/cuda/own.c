@@ -1,0 +1,254 @@
+/*
+ * own.c - the cuda backend's ops on our own kernels (cuda_kernels.cu): activations,
+ * dropout, add, mul, concat, crop, pad, the poolings and the losses.
+ */
+#include "kernels/cuda/cuda.h"
+
+/* -------------------------------------------------------------- own kernels */
+
+static struct cu_pool pool_geom(const struct kop *op)
+{
+    const remat_attrs *at = op->at;
+    struct cu_pool g = {
+        .planes = op->in[0].shape[0] * op->in[0].shape[1], .h = op->in[0].shape[2],
+        .w = op->in[0].shape[3], .ho = op->out.shape[2], .wo = op->out.shape[3],
+        .kh = at->kh, .kw = at->kw, .sh = at->sh > 0 ? at->sh : at->kh,
+        .sw = at->sw > 0 ? at->sw : at->kw, .ph = at->ph, .pw = at->pw,
+        .include_pad = at->count_include_pad,
+    };
+    return g;
+}
+
+/* as ref/act.c: 0 means 0.5 */
+static float drop_p(const remat_attrs *at)
+{
+    return at->p > 0 ? at->p : 0.5f;
+}
+
+/* crop's window origin, as ref/elem.c (a negative offset: centred) */
+static void crop_origin(const struct kop *op, int64_t *oh, int64_t *ow)
+{
+    const struct ktensor *x = &op->in[0], *y = &op->out;
+
+    *oh = op->at->offset_h >= 0 ? op->at->offset_h : (x->shape[2] - y->shape[2]) / 2;
+    *ow = op->at->offset_w >= 0 ? op->at->offset_w : (x->shape[3] - y->shape[3]) / 2;
+}
+
+remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
+{
+    cu_stream s = (cu_stream)c->stream;
+    const remat_attrs *at = op->at;
+    int64_t n = ktensor_numel(&op->out);
+
+    switch (op->type) {
+    case REMAT_OP_RELU:
+        K_TRY(cu_act_fwd(s, 0, 0, 0, op->in[0].data, op->out.data, n));
+        return REMAT_OK;
+    case REMAT_OP_CLIP:
+        K_TRY(cu_act_fwd(s, 1, at->clip_min, at->clip_max, op->in[0].data, op->out.data, n));
+        return REMAT_OK;
+    case REMAT_OP_LEAKY_RELU:
+        K_TRY(cu_act_fwd(s, 2, at->alpha, 0, op->in[0].data, op->out.data, n));
+        return REMAT_OK;
+    case REMAT_OP_SIGMOID:
+        K_TRY(cu_act_fwd(s, 3, 0, 0, op->in[0].data, op->out.data, n));
+        return REMAT_OK;
+    case REMAT_OP_DROPOUT:
+        K_TRY(cu_dropout_fwd(s, op->in[0].data, op->out.data, n, drop_p(at), op->key));
+        return REMAT_OK;
+    case REMAT_OP_ADD:
+        K_TRY(cu_add2(s, op->in[0].data, op->n_in > 1 ? op->in[1].data : NULL, op->out.data, n));
+        for (int32_t i = 2; i < op->n_in; i++)
+            K_TRY(cu_acc(s, op->in[i].data, NULL, op->out.data, n));
+        return REMAT_OK;
+    case REMAT_OP_MUL:
+        K_TRY(cu_mul2(s, op->in[0].data, op->in[1].data, op->out.data, n));
+        return REMAT_OK;
+    case REMAT_OP_CONCAT: {
+        int64_t hw = n / (op->out.shape[0] * op->out.shape[1]), c0 = 0;
+
+        for (int32_t i = 0; i < op->n_in; i++) {
+            int64_t ci = op->in[i].shape[1];
+
+            K_TRY(cu_copy2d(s, op->in[i].data, ci * hw, op->out.data + c0 * hw,
+                            op->out.shape[1] * hw, op->out.shape[0], ci * hw, 0));
+            c0 += ci;
+        }
+        return REMAT_OK;
+    }
+    case REMAT_OP_CROP: {
+        int64_t oh, ow;
+
+        crop_origin(op, &oh, &ow);
+        K_TRY(cu_window(s, op->in[0].data, op->in[0].shape[2], op->in[0].shape[3], op->out.data,
+                        op->out.shape[2], op->out.shape[3],
+                        op->out.shape[0] * op->out.shape[1], oh, ow, 0));
+        return REMAT_OK;
+    }
+    case REMAT_OP_PAD:
+        K_TRY(cu_window(s, op->in[0].data, op->in[0].shape[2], op->in[0].shape[3], op->out.data,
+                        op->out.shape[2], op->out.shape[3], op->out.shape[0] * op->out.shape[1],
+                        -(int64_t)at->pad_t, -(int64_t)at->pad_l, 0));
+        return REMAT_OK;
+    case REMAT_OP_MAX_POOL:
+        K_TRY(cu_maxpool_fwd(s, pool_geom(op), op->in[0].data, op->out.data,
+                             (int32_t *)op->aux.data));
+        return REMAT_OK;
+    case REMAT_OP_AVG_POOL:
+        K_TRY(cu_avgpool_fwd(s, pool_geom(op), op->in[0].data, op->out.data));
+        return REMAT_OK;
+    case REMAT_OP_GLOBAL_AVG_POOL:
+        K_TRY(cu_gap_fwd(s, op->in[0].data, op->out.data, op->in[0].shape[0] * op->in[0].shape[1],
+                         op->in[0].shape[2] * op->in[0].shape[3]));
+        return REMAT_OK;
+    case REMAT_OP_SOFTMAX_CE: {
+        int64_t rows = op->in[0].shape[0], k = op->in[0].shape[1];
+        char *ws = op->scratch;
+        int32_t bad = 0;
+
+        K_TRY(cudaMemsetAsync(ws, 0, 64, c->stream));
+        K_TRY(cu_softmax_ce_fwd(s, op->in[0].data, (const int32_t *)op->in[1].data, op->aux.data,
+                                op->out.data, (double *)(ws + 64), (int32_t *)ws, rows, k));
+        CU_TRY(cudaMemcpyAsync(&bad, ws, sizeof bad, cudaMemcpyDeviceToHost, c->stream));
+        CU_TRY(cudaStreamSynchronize(c->stream));
+        if (bad)
+            return REMAT_FAIL(REMAT_ERR_ARG, "softmax_ce: the label of sample %d is not a class "
+                              "in [0, %lld)", bad - 1, (long long)k);
+        return REMAT_OK;
+    }
+    case REMAT_OP_SUM_LOSSES: {
+        struct cu_ptrs p;
+
+        if (op->n_in > CU_MAX_SUM)
+            break;
+        for (int32_t i = 0; i < op->n_in; i++)
+            p.p[i] = op->in[i].data;
+        K_TRY(cu_sum_scalars(s, p, op->n_in, op->out.data));
+        return REMAT_OK;
+    }
+    default:
+        break;
+    }
+    return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the cuda backend has no %s kernel yet",
+                      remat_op_name(op->type));
+}
+
+remat_status cuda_own_bwd(struct cuda_ctx *c, const struct kop *op)
+{
+    cu_stream s = (cu_stream)c->stream;
+    const remat_attrs *at = op->at;
+    const float *dy = op->dout.data;
+    float *dx = op->din[0].data;
+    int64_t n = ktensor_numel(&op->out);
+
+    switch (op->type) {
+    case REMAT_OP_RELU:
+    case REMAT_OP_CLIP:
+    case REMAT_OP_LEAKY_RELU:
+    case REMAT_OP_SIGMOID: {
+        int what = op->type == REMAT_OP_RELU ? 0 : op->type == REMAT_OP_CLIP ? 1
+                   : op->type == REMAT_OP_LEAKY_RELU ? 2 : 3;
+
+        if (dx)
+            K_TRY(cu_act_bwd(s, what, what == 2 ? at->alpha : at->clip_min, at->clip_max, op->out.data, dy,
+                             dx, n));
+        return REMAT_OK;
+    }
+    case REMAT_OP_DROPOUT:
+        if (dx)
+            K_TRY(cu_dropout_bwd(s, dy, dx, n, drop_p(at), op->key));
+        return REMAT_OK;
+    case REMAT_OP_ADD:
+        for (int32_t i = 0; i < op->n_in; i++)
+            if (op->din[i].data)
+                K_TRY(cu_acc(s, dy, NULL, op->din[i].data, n));
+        return REMAT_OK;
+    case REMAT_OP_MUL:
+        for (int32_t i = 0; i < 2; i++)
+            if (op->din[i].data)
+                K_TRY(cu_acc(s, dy, op->in[1 - i].data, op->din[i].data, n));
+        return REMAT_OK;
+    case REMAT_OP_CONCAT: {
+        int64_t hw = n / (op->out.shape[0] * op->out.shape[1]), c0 = 0;
+
+        if (!dy)
+            break;
+        for (int32_t i = 0; i < op->n_in; i++) {
+            int64_t ci = op->in[i].shape[1];
+
+            if (op->din[i].data)
+                K_TRY(cu_copy2d(s, dy + c0 * hw, op->out.shape[1] * hw, op->din[i].data, ci * hw,
+                                op->out.shape[0], ci * hw, 1));
+            c0 += ci;
+        }
+        return REMAT_OK;
+    }
+    case REMAT_OP_CROP: { /* dx[oh + h, ow + w] += dy[h, w] */
+        int64_t oh, ow;
+
+        if (!dx || !dy)
+            break;
+        crop_origin(op, &oh, &ow);
+        K_TRY(cu_window(s, dy, op->out.shape[2], op->out.shape[3], dx, op->in[0].shape[2],
+                        op->in[0].shape[3], op->out.shape[0] * op->out.shape[1], -oh, -ow, 1));
+        return REMAT_OK;
+    }
+    case REMAT_OP_PAD: /* dx += dy's interior */
+        if (!dx || !dy)
+            break;
+        K_TRY(cu_window(s, dy, op->out.shape[2], op->out.shape[3], dx, op->in[0].shape[2],
+                        op->in[0].shape[3], op->out.shape[0] * op->out.shape[1], at->pad_t,
+                        at->pad_l, 1));
+        return REMAT_OK;
+    case REMAT_OP_MAX_POOL:
+        if (dx)
+            K_TRY(cu_maxpool_bwd(s, pool_geom(op), (const int32_t *)op->aux.data, dy, dx));
+        return REMAT_OK;
+    case REMAT_OP_AVG_POOL:
+        if (dx)
+            K_TRY(cu_avgpool_bwd(s, pool_geom(op), dy, dx));
+        return REMAT_OK;
+    case REMAT_OP_GLOBAL_AVG_POOL:
+        if (dx)
+            K_TRY(cu_gap_bwd(s, dy, dx, op->din[0].shape[0] * op->din[0].shape[1],
+                             op->din[0].shape[2] * op->din[0].shape[3]));
+        return REMAT_OK;
+    case REMAT_OP_SOFTMAX_CE:
+        if (dx)
+            K_TRY(cu_softmax_ce_bwd(s, op->aux.data, (const int32_t *)op->in[1].data, dy, dx,
+                                    op->aux.shape[0], op->aux.shape[1]));
+        return REMAT_OK;
+    case REMAT_OP_SUM_LOSSES:
+        for (int32_t i = 0; i < op->n_in; i++)
+            if (op->din[i].data)
+                K_TRY(cu_acc(s, dy, NULL, op->din[i].data, 1));
+        return REMAT_OK;
+    default:
+        break;
+    }
+    return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the cuda backend has no %s backward kernel yet",
+                      remat_op_name(op->type));
+}
+
+/* The scratch our own kernels take: softmax_ce's forward, a flag and a double per row. */
+size_t cuda_own_need(const struct kop *op, bool bwd)
+{
+    if (op->type == REMAT_OP_SOFTMAX_CE && !bwd)
+        return 64 + 8 * (size_t)op->in[0].shape[0];
+    return 0;
+}
+
+bool cuda_own_has(remat_op type)
+{
+    static const remat_op have[] = {
+        REMAT_OP_RELU, REMAT_OP_CLIP, REMAT_OP_LEAKY_RELU, REMAT_OP_SIGMOID, REMAT_OP_DROPOUT,
+        REMAT_OP_ADD, REMAT_OP_MUL, REMAT_OP_CONCAT, REMAT_OP_CROP, REMAT_OP_PAD,
+        REMAT_OP_MAX_POOL, REMAT_OP_AVG_POOL, REMAT_OP_GLOBAL_AVG_POOL, REMAT_OP_SOFTMAX_CE,
+        REMAT_OP_SUM_LOSSES, REMAT_OP_FLATTEN, REMAT_OP_RESHAPE,
+    };
+
+    for (size_t i = 0; i < sizeof have / sizeof have[0]; i++)
+        if (have[i] == type)
+            return true;
+    return false;
+}
