@@ -15,22 +15,10 @@
  * Hand-built schedules use the internal schedule_new / schedule_push (plan/schedule.h);
  * nothing else of the library's internals is used to compute an expected answer.
  */
-#include "sim_util.h"
-#include "mem/layout.h"
+#include "diamond.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
-
-#define LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-/* Steps of hand-built schedules: FW(op), BW(op), FR(buffer). */
-#define FW(op) {REMAT_STEP_FWD, (op)}
-#define BW(op) {REMAT_STEP_BWD, (op)}
-#define FR(buf) {REMAT_STEP_FREE, (buf)}
-#define OF(buf) {REMAT_STEP_OFFLOAD, (buf)}
-#define PF(buf) {REMAT_STEP_PREFETCH, (buf)}
-#define WT(buf) {REMAT_STEP_WAIT, (buf)}
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -58,75 +46,6 @@ static remat_status sim_steps(const remat_tgraph *tg, const remat_step *st, size
             CHECK(strstr(remat_errmsg(), want_) != NULL, "message '%s' lacks '%s'",      \
                   remat_errmsg(), want_);                                                \
     } while (0)
-
-/* ------------------------------------------------------------- the diamond */
-
-/*
- * x (1,2,4,4) -> conv 4 out k1 (no bias) = a -> relu = b -> relu = c; add(b, c) = d
- * -> flatten -> linear 3 (no bias) -> softmax_ce against 1 label.
- *
- * b is read by two ops (relu c and add): its gradient has two contributions.
- *
- * Value ids: 0 x, 1 labels, 2 conv.weight, 3 a, 4 b, 5 c, 6 d, 7 flatten (view of 6),
- * 8 fc.weight, 9 logits, 10 loss, 11 probs; n_values = 12, so gradient buffers are
- * 12 + v: g(a) 15, g(b) 16, g(c) 17, g(d) 18 (= g(7)), g(logits) 21.
- * Op ids: 0 conv, 1 relu b, 2 relu c, 3 add, 4 flatten, 5 linear, 6 softmax_ce.
- *
- * Sizes: a, b, c, d: 64 elements * 4 = 256 bytes; logits (1,3) 12 -> 64, loss 4 -> 64,
- * probs 12 -> 64. Backward reads: conv x (resident); relu its output; add nothing;
- * linear its input (buffer 6); softmax_ce probs.
- */
-enum { D_A = 3, D_B, D_C, D_D, D_FLAT, D_W, D_LOGITS, D_LOSS, D_PROBS, D_NV };
-enum { G_A = D_NV + D_A, G_B = D_NV + D_B, G_C = D_NV + D_C, G_D = D_NV + D_D,
-       G_LOGITS = D_NV + D_LOGITS };
-
-static remat_graph *build_diamond(void)
-{
-    remat_graph *g = new_graph();
-    int32_t x, lab, a, b, c, d, f, l, loss, in[2];
-
-    x = remat_graph_input(g, "x", 4, (int64_t[]){1, 2, 4, 4});
-    lab = remat_graph_labels(g, "labels", 1);
-    a = remat_graph_add(g, REMAT_OP_CONV2D, &x, 1,
-                        &(remat_attrs){.out_channels = 4, .kh = 1, .kw = 1}, "a");
-    b = remat_graph_add(g, REMAT_OP_RELU, &a, 1, NULL, "b");
-    c = remat_graph_add(g, REMAT_OP_RELU, &b, 1, NULL, "c");
-    in[0] = b, in[1] = c;
-    d = remat_graph_add(g, REMAT_OP_ADD, in, 2, NULL, "d");
-    f = remat_graph_add(g, REMAT_OP_FLATTEN, &d, 1, NULL, "flat");
-    l = remat_graph_add(g, REMAT_OP_LINEAR, &f, 1, &(remat_attrs){.out_channels = 3}, "fc");
-    in[0] = l, in[1] = lab;
-    loss = remat_graph_add(g, REMAT_OP_SOFTMAX_CE, in, 2, NULL, "ce");
-    REMAT_ASSERT_TEST(a == D_A && b == D_B && c == D_C && d == D_D && f == D_FLAT &&
-                      l == D_LOGITS && loss == D_LOSS && remat_graph_n_values(g) == D_NV);
-    REMAT_ASSERT_TEST(remat_graph_set_loss(g, loss) == REMAT_OK);
-    return g;
-}
-
-/* The diamond's forward, no frees, and a full backward in reverse order. */
-static const remat_step diamond_nofree[] = {
-    FW(0), FW(1), FW(2), FW(3), FW(4), FW(5), FW(6), BW(6), BW(5), BW(3), BW(2), BW(1), BW(0),
-};
-
-/*
- * The `none` schedule of the diamond, worked by hand: each buffer freed after the
- * last step that reads or writes it. Live bytes after each step on the right.
- */
-static const remat_step diamond_none[] = {
-    FW(0),                   /* +a                    256 */
-    FW(1), FR(D_A),           /* +b 512, a last read   256 */
-    FW(2),                   /* +c                    512 */
-    FW(3),                   /* +d                    768 */
-    FW(4),                   /* view                  768 */
-    FW(5),                   /* +logits               832 */
-    FW(6), FR(D_LOGITS), FR(D_LOSS), /* +loss +probs 960 -> 832 */
-    BW(6), FR(D_PROBS),       /* +g(logits) 896 ->     832 */
-    BW(5), FR(D_D), FR(G_LOGITS), /* +g(d) 1088 ->      768 */
-    BW(3), FR(G_D),           /* +g(b) +g(c) 1280 ->  1024 */
-    BW(2), FR(D_C), FR(G_C),   /* g(b) live 1024 ->     512 */
-    BW(1), FR(D_B), FR(G_B),   /* +g(a) 768 ->          256 */
-    BW(0), FR(G_A),           /* 256 ->                  0 */
-};
 
 /* Checks that s equals want[] up to the order of FREEs after one step. */
 static void check_same_schedule(const remat_schedule *s, const remat_step *want, size_t nw,
@@ -655,198 +574,6 @@ static void test_offload_invalid(void)
     remat_graph_free(g);
 }
 
-/* The diamond's kernels, made up: conv a forward {2: 900, 1: 300, 0: 0} bytes of
- * scratch (fastest first), backward {2: 2000, 0: 100}; fc forward {0: 64}, backward
- * {0: 128}; every other op one algorithm with none; the view (flatten) no kernel. */
-static const char *fake_name(int32_t id)
-{
-    static const char *const n[] = {"slow", "mid", "fast"};
-
-    return id >= 0 && id < 3 ? n[id] : "?";
-}
-
-static remat_algos *fake_algos(int32_t n_ops)
-{
-    static const struct {
-        int32_t op, pass, id;
-        size_t scratch;
-    } ch[] = {
-        {0, 0, 2, 900}, {0, 0, 1, 300}, {0, 0, 0, 0}, {0, 1, 2, 2000}, {0, 1, 0, 100},
-        {1, 0, 0, 0}, {1, 1, 0, 0}, {2, 0, 0, 0}, {2, 1, 0, 0}, {3, 0, 0, 0}, {3, 1, 0, 0},
-        {5, 0, 0, 64}, {5, 1, 0, 128}, {6, 0, 0, 0}, {6, 1, 0, 0},
-    };
-    remat_algos *a = calloc(1, sizeof *a);
-    size_t k = 0;
-
-    REMAT_ASSERT_TEST(a && (a->first = calloc(2 * (size_t)n_ops + 1, sizeof *a->first)));
-    a->n_ops = n_ops;
-    a->name = fake_name;
-    for (int32_t j = 0; j < 2 * n_ops; j++) {
-        a->first[j] = a->n;
-        for (; k < LEN(ch) && 2 * ch[k].op + ch[k].pass == j; k++)
-            REMAT_ASSERT_TEST(algos_push(a, ch[k].id, ch[k].scratch) == REMAT_OK);
-    }
-    a->first[2 * n_ops] = a->n;
-    REMAT_ASSERT_TEST(k == LEN(ch));
-    return a;
-}
-
-/* The algorithm chosen at the first step of (op, pass), and its scratch. */
-static int32_t chosen_algo(const remat_schedule *s, int32_t op, bool bwd, size_t *scratch)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (s->steps[i].id == op && s->steps[i].kind == (bwd ? REMAT_STEP_BWD : REMAT_STEP_FWD))
-            return remat_schedule_step_algo(s, i, scratch);
-    return -2;
-}
-
-/*
- * The kernels' choice and their scratch in the peak, worked by hand on the diamond's
- * `none` (live bytes per step in test_diamond_none: FWD conv 256 at step 0, FWD fc 832
- * at step 6, BWD fc 1088 at step 12, BWD conv 256 at step 23; peak 1280 at step 15).
- */
-static void test_kernels(void)
-{
-    remat_graph *g = build_diamond();
-    remat_tgraph *tg = to_tgraph(g, REMAT_COST_DEFAULT);
-    remat_algos *a = fake_algos(remat_tgraph_n_ops(tg));
-    size_t live[LEN(diamond_none)], live2[LEN(diamond_none)], sc;
-    int32_t force, nc, nf;
-    remat_sim_result r;
-
-    CHECK_OK(algos_allowed(a, NULL, &force));
-    CHECK_I64(force, -1);
-    /* kept free while planning: the largest least scratch, fc's backward 128 */
-    CHECK_I64(algos_reserve(a, -1), 128);
-    /* no limit: every op its fastest; conv's backward (2000 at step 23, 256 live) is the
-     * peak, 2256, and the largest single step (g(a) 256 + 2000) */
-    {
-        remat_schedule *s = make_schedule(diamond_none, LEN(diamond_none));
-
-        CHECK_OK(algos_choose(tg, a, -1, SIZE_MAX, s, &nc, &nf));
-        CHECK(chosen_algo(s, 0, false, &sc) == 2 && sc == 900, "conv fwd: %d", chosen_algo(s, 0, false, NULL));
-        CHECK(chosen_algo(s, 0, true, &sc) == 2 && sc == 2000, "conv bwd: %d", chosen_algo(s, 0, true, NULL));
-        CHECK(chosen_algo(s, 5, true, &sc) == 0 && sc == 128, "fc bwd: %d", chosen_algo(s, 5, true, NULL));
-        CHECK(chosen_algo(s, 4, false, &sc) == -1 && sc == 0, "the view: %d", chosen_algo(s, 4, false, NULL));
-        CHECK_I64(nc, 2); /* conv's two passes have a choice */
-        CHECK_I64(nf, 2);
-        CHECK_OK(remat_sim_run(tg, s, &r));
-        CHECK_I64(r.activation_peak_bytes, 2256);
-        CHECK_I64(r.peak_step, 23);
-        CHECK_I64(r.scratch_peak_bytes, 2000);
-        CHECK_I64(r.lower_bound_bytes, 2256);
-        /* the timeline is the live bytes alone */
-        CHECK_OK(remat_sim_timeline(tg, s, live, LEN(live)));
-        {
-            remat_schedule *plain = make_schedule(diamond_none, LEN(diamond_none));
-
-            CHECK_OK(remat_sim_timeline(tg, plain, live2, LEN(live2)));
-            CHECK(!memcmp(live, live2, sizeof live), "scratch changed the timeline");
-            remat_schedule_free(plain);
-        }
-        /* the layout: one instance of the scratch per step that has any, the peak the
-         * simulator's, nothing live overlapping */
-        {
-            struct layout lay;
-            size_t n_scratch = 0, n_steps = 0;
-
-            CHECK_OK(layout_build(tg, s, 64, &lay));
-            for (size_t i = 0; i < lay.n_inst; i++)
-                if (lay.inst[i].buf == -1) {
-                    n_scratch++;
-                    CHECK(lay.inst[i].first == lay.inst[i].last &&
-                          lay.inst[i].bytes == s->scratch[lay.inst[i].first],
-                          "scratch instance %zu: steps %zu-%zu, %zu bytes", i, lay.inst[i].first,
-                          lay.inst[i].last, lay.inst[i].bytes);
-                }
-            for (size_t i = 0; i < s->n; i++)
-                n_steps += s->scratch[i] > 0;
-            CHECK_I64(n_scratch, 4); /* conv fwd and bwd, fc fwd and bwd */
-            CHECK_I64(n_steps, 4);
-            CHECK_I64(lay.peak_bytes, 2256);
-            CHECK(layout_check(&lay), "scratch overlaps a live buffer");
-            layout_fini(&lay);
-        }
-        remat_schedule_free(s);
-    }
-    /* cap 1280 + 128: conv fwd has 1408 - 256 = 1152 >= 900: fast; conv bwd 1152 < 2000:
-     * the next that fits, slow (100); fc 1408 - 832 and 1408 - 1088 hold 64 and 128. The
-     * peak stays none's 1280. */
-    {
-        remat_schedule *s = make_schedule(diamond_none, LEN(diamond_none));
-
-        CHECK_OK(algos_choose(tg, a, -1, 1408, s, &nc, &nf));
-        CHECK_I64(chosen_algo(s, 0, false, NULL), 2);
-        CHECK(chosen_algo(s, 0, true, &sc) == 0 && sc == 100, "conv bwd: %d", chosen_algo(s, 0, true, NULL));
-        CHECK_I64(chosen_algo(s, 5, false, NULL), 0);
-        CHECK_I64(nc, 2);
-        CHECK_I64(nf, 1);
-        CHECK_OK(remat_sim_run(tg, s, &r));
-        CHECK_I64(r.activation_peak_bytes, 1280);
-        CHECK_I64(r.peak_step, 15);
-        remat_schedule_free(s);
-    }
-    /* cap 0, the least peak: each step with its least scratch gives conv fwd 256 + 0,
-     * fc fwd 832 + 64, fc bwd 1088 + 128, conv bwd 256 + 100: none above the 1280 of
-     * step 15, so the cap is 1280: conv fwd has 1024 (fast), conv bwd 1024 (slow). */
-    {
-        remat_schedule *s = make_schedule(diamond_none, LEN(diamond_none));
-
-        CHECK_OK(algos_choose(tg, a, -1, 0, s, &nc, &nf));
-        CHECK_I64(chosen_algo(s, 0, false, NULL), 2);
-        CHECK_I64(chosen_algo(s, 0, true, NULL), 0);
-        CHECK_OK(remat_sim_run(tg, s, &r));
-        CHECK_I64(r.activation_peak_bytes, 1280);
-        remat_schedule_free(s);
-    }
-    /* cap 1100: conv fwd has 844: mid (300); peak: 1280 still (step 15) */
-    {
-        remat_schedule *s = make_schedule(diamond_none, LEN(diamond_none));
-
-        CHECK_OK(algos_choose(tg, a, -1, 1100, s, &nc, &nf));
-        CHECK(chosen_algo(s, 0, false, &sc) == 1 && sc == 300, "conv fwd: %d", chosen_algo(s, 0, false, NULL));
-        CHECK_I64(nf, 0);
-        remat_schedule_free(s);
-    }
-    /* forcing one: "slow" everywhere it exists; "mid" only conv fwd has: elsewhere fit.
-     * The reserve follows: 128, then conv fwd's 300. */
-    CHECK_OK(algos_allowed(a, "slow", &force));
-    CHECK_I64(force, 0);
-    CHECK_I64(algos_reserve(a, force), 128);
-    {
-        remat_schedule *s = make_schedule(diamond_none, LEN(diamond_none));
-
-        CHECK_OK(algos_choose(tg, a, force, SIZE_MAX, s, &nc, &nf));
-        CHECK(chosen_algo(s, 0, false, &sc) == 0 && sc == 0, "conv fwd: %d", chosen_algo(s, 0, false, NULL));
-        CHECK_I64(chosen_algo(s, 0, true, NULL), 0);
-        remat_schedule_free(s);
-    }
-    CHECK_OK(algos_allowed(a, "mid", &force));
-    CHECK_I64(algos_reserve(a, force), 300);
-    {
-        remat_schedule *s = make_schedule(diamond_none, LEN(diamond_none));
-
-        CHECK_OK(algos_choose(tg, a, force, SIZE_MAX, s, &nc, &nf));
-        CHECK_I64(chosen_algo(s, 0, false, NULL), 1);
-        CHECK_I64(chosen_algo(s, 0, true, NULL), 2);
-        remat_schedule_free(s);
-    }
-    CHECK(algos_allowed(a, "quick", &force) == REMAT_ERR_ARG, "an unknown algorithm was taken");
-    CHECK(strstr(remat_errmsg(), "slow, mid, fast") != NULL, "message: %s", remat_errmsg());
-    /* a table of another graph is refused */
-    {
-        remat_schedule *s = make_schedule(diamond_none, LEN(diamond_none));
-
-        a->n_ops--;
-        CHECK(algos_choose(tg, a, -1, SIZE_MAX, s, &nc, &nf) == REMAT_ERR_ARG,
-              "a table for another graph was used");
-        a->n_ops++;
-        remat_schedule_free(s);
-    }
-    remat_algos_free(a);
-    remat_tgraph_free(tg);
-    remat_graph_free(g);
-}
 
 int main(void)
 {
@@ -857,6 +584,5 @@ int main(void)
     RUN(test_chain_concat);
     RUN(test_offload);
     RUN(test_offload_invalid);
-    RUN(test_kernels);
     return harness_end();
 }
