@@ -128,9 +128,11 @@ static remat_status trainer_begin(const remat_graph *g, const remat_tgraph *tg,
         t->be = NULL;
     }
     if (!t->be) {
+        remat_backend_kind kind = t->o.backend;
+
         core_free(a, t, sizeof *t);
         return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the %s backend is not in this build",
-                          remat_backend_name(t->o.backend));
+                          remat_backend_name(kind));
     }
     if ((st = t->be->create(&t->o, &t->ctx))) {
         t->be = NULL;
