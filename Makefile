@@ -4,11 +4,15 @@
 #   make san        the suite under AddressSanitizer and UBSan
 #   make bench      the benchmarks (bench/), tables into docs/benchmarks.md
 #   make run        set up and run the main job (the planner comparison table)
-#   make fuzz       the ONNX reader's libFuzzer target for FUZZ_SECONDS (default 60)
+#   make fuzz       the readers' libFuzzer targets, FUZZ_SECONDS in all (default 60)
 #   make install    PREFIX=/usr/local: library, header, remat, pkg-config file
 #   make test-cuda  the CUDA backend's tests (CUDA=1 build in build/cuda; skipped without
 #                   a GPU)
 #   WERROR=1        warnings are errors (CI)
+#   OUT=dir         build into dir instead of build/
+# Targets that need the Debian packages run tools/setup.sh first and then a sub-make that
+# parses this file afresh, so that what setup installed (onnx.proto) is seen on the first
+# invocation on a bare machine.
 #   CUDA=1          also build the cuda backend (nvcc, cuDNN 9, cuBLAS under CUDA_HOME)
 
 PREFIX ?= /usr/local
@@ -27,9 +31,10 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc -MMD -MP
 LDLIBS := -lglpk -ldnnl -lprotobuf-c -lgomp -lm -lpthread
 
-BUILD := build
+OUT ?= build
+BUILD := $(OUT)
 ifeq ($(SAN),1)
-BUILD := build/san
+BUILD := $(OUT)/san
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
 endif
@@ -45,7 +50,7 @@ LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -l
 endif
 
 LIB_SRC := $(sort $(wildcard src/core/*.c src/graph/*.c src/models/*.c src/io/*.c \
-                             src/plan/*.c src/sim/*.c src/mem/*.c src/exec/*.c \
+                             src/sched/*.c src/plan/*.c src/sim/*.c src/mem/*.c src/exec/*.c \
                              src/kernels/ref/*.c src/kernels/cpu/*.c))
 LIB_SRC := $(filter-out src/exec/backend_cuda.c,$(LIB_SRC))
 ifeq ($(CUDA),1)
@@ -61,8 +66,9 @@ LIB_OBJ += $(patsubst %.cu,$(BUILD)/%.o,$(wildcard src/kernels/cuda/*.cu))
 endif
 # The ONNX reader's C code, generated at build time by protoc-c from the onnx.proto that
 # Debian's python3-onnx ships.
-ONNX_PROTO ?= $(firstword $(wildcard /usr/lib/python3/dist-packages/onnx/onnx.proto \
-                                     /usr/include/onnx/onnx.proto) onnx.proto-not-found)
+ONNX_PROTO_DIRS ?= /usr/lib/python3/dist-packages/onnx /usr/include/onnx
+ONNX_PROTO ?= $(firstword $(wildcard $(addsuffix /onnx.proto,$(ONNX_PROTO_DIRS))) \
+                          onnx.proto-not-found)
 GEN := $(BUILD)/gen
 LIB_OBJ += $(GEN)/onnx.pb-c.o
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -78,6 +84,10 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%.o: %.cu src/kernels/cuda/cuda_kernels.h
 	@mkdir -p $(@D)
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -Xcompiler -fPIC -Iinclude -Isrc -c $< -o $@
+
+onnx.proto-not-found:
+	@echo "onnx.proto not found in $(ONNX_PROTO_DIRS): run tools/setup.sh (package python3-onnx)" >&2
+	@exit 1
 
 $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
 	@mkdir -p $(GEN)
@@ -126,59 +136,81 @@ $(BUILD)/example.c: include/remat.h
 $(BUILD)/example: $(BUILD)/example.c $(BUILD)/libremat.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libremat.a $(LDFLAGS) $(LDLIBS)
 
+SETUP ?= tools/setup.sh
 setup:
-	@tools/setup.sh
+	@$(SETUP)
 
-# The ONNX reader's libFuzzer target (clang): the reader and what it links (core, graph,
-# models), instrumented, in build/fuzz. `make fuzz FUZZ_SECONDS=N` runs it from the seeds
-# (tests/data/tiny.onnx and ONNX's own node models); a finding fails the target.
-FUZZ_SRC := $(sort $(wildcard src/core/*.c src/graph/*.c src/models/*.c)) src/io/onnx.c \
-            src/io/onnx_ops.c
-FUZZ_OBJ := $(FUZZ_SRC:%.c=build/fuzz/%.o) build/fuzz/gen/onnx.pb-c.o
-FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Ibuild/gen \
-               -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+# Setup first, then this Makefile parsed again for the target's real work (TARGET-now).
+SETUP_FIRST := run test san bench fuzz test-cuda gen
+$(SETUP_FIRST): setup
+	@$(MAKE) --no-print-directory $@-now
+
+# The ONNX reader's generated code alone (the suite checks setup-first with it).
+gen-now: $(GEN)/onnx.pb-c.h
+
+# The readers' libFuzzer targets (clang): tests/fuzz_onnx.c (ONNX), fuzz_dump.c (graph
+# dumps), fuzz_data.c (data files) and fuzz_params.c (parameter files), each linked
+# against the whole library built instrumented in $(OUT)/fuzz. `make fuzz FUZZ_SECONDS=N`
+# runs them one after another from the project's seeds (tools/run_fuzz.sh), N seconds in
+# all (default 60, an equal share each); a finding fails the target.
+FUZZ_TARGETS := onnx dump data params
+FUZZ_SRC := $(filter-out src/exec/backend_cuda.c src/kernels/cuda/%,$(LIB_SRC))
+FUZZ_OBJ := $(FUZZ_SRC:%.c=$(OUT)/fuzz/%.o) $(OUT)/fuzz/gen/onnx.pb-c.o
+FUZZ_BIN := $(FUZZ_TARGETS:%=$(OUT)/fuzz/fuzz_%)
+FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(OUT)/gen \
+               -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+               -fno-omit-frame-pointer
+FUZZ_LIBS := -lglpk -ldnnl -lprotobuf-c -lgomp -lm -lpthread
 FUZZ_SECONDS ?= 60
 
-build/fuzz/%.o: %.c | build/gen/onnx.pb-c.h
+$(OUT)/fuzz/%.o: %.c | $(OUT)/gen/onnx.pb-c.h
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -c $< -o $@
 
-build/fuzz/gen/onnx.pb-c.o: build/gen/onnx.pb-c.c
+$(OUT)/fuzz/gen/onnx.pb-c.o: $(OUT)/gen/onnx.pb-c.c
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -w -c $< -o $@
 
-build/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(FUZZ_OBJ)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lprotobuf-c -lm
+$(OUT)/fuzz/libremat.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
-fuzz: setup
-	@$(MAKE) --no-print-directory build/fuzz/fuzz_onnx
-	@tools/run_fuzz.sh build/fuzz/fuzz_onnx $(FUZZ_SECONDS)
+$(OUT)/fuzz/fuzz_%: tests/fuzz_%.c $(OUT)/fuzz/libremat.a
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(OUT)/fuzz/libremat.a $(FUZZ_LIBS)
+
+fuzz-now: $(FUZZ_BIN)
+	@tools/run_fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
 
 # The suite: every test program, then the CLI tests; one summary line at the end.
 check: all $(TEST_BIN) $(BUILD)/example
 	@tools/run_tests.sh $(BUILD) $(TEST_BIN)
 
-test: setup
-	@$(MAKE) --no-print-directory check
+test-now: check
 
-san: setup
+san-now:
 	@$(MAKE) --no-print-directory SAN=1 check
 
 # The cuda backend's tests: on a machine without a GPU they report skipped.
-test-cuda: setup
-	@$(MAKE) --no-print-directory CUDA=1 all build/cuda/tests/test_cuda
-	build/cuda/tests/test_cuda
+test-cuda-now:
+	@$(MAKE) --no-print-directory CUDA=1 all $(OUT)/cuda/tests/test_cuda
+	$(OUT)/cuda/tests/test_cuda
 
-bench: setup all $(BENCH_BIN)
+bench-now: all $(BENCH_BIN)
 	@tools/run_bench.sh $(BUILD) $(BENCH_BIN)
 
-# The paper's seven networks at its settings, every strategy at its minimum budget.
-run: setup all
+# The paper's seven networks at its settings, every strategy at its minimum budget; then
+# an HTML page per network (`remat report`, about 30 s for all) in $(BUILD)/report/, their
+# absolute paths printed last.
+run-now: all
 	@for m in resnet50 resnet152 vgg19 densenet161 googlenet; do \
 	    $(BUILD)/remat compare $$m --batch 32 --time-limit 20 || exit 1; echo; done
 	$(BUILD)/remat compare unet --batch 8 --time-limit 20
 	@echo
 	$(BUILD)/remat compare pspnet --batch 1 --time-limit 20
+	@mkdir -p $(BUILD)/report && echo && echo "HTML reports (open in a browser):"
+	@for m in resnet50:32 resnet152:32 vgg19:32 densenet161:32 googlenet:32 unet:8 pspnet:1; do \
+	    $(BUILD)/remat report $${m%:*} --batch $${m#*:} -o $(BUILD)/report/$${m%:*}.html \
+	    || exit 1; done
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
@@ -192,10 +224,11 @@ install: all
 clean:
 	rm -rf build
 
-.PHONY: all setup check test san test-cuda bench run install clean fixtures fuzz
+.PHONY: all setup check install clean fixtures onnx.proto-not-found $(SETUP_FIRST) \
+        $(SETUP_FIRST:%=%-now)
 .SECONDARY:
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find $(OUT) -name '*.d' 2>/dev/null)
 
 # Regenerates tests/data, the PyTorch reference data of tests/test_fixtures_ops.c and tests/test_fixtures_models.c (needs torch).
 fixtures:

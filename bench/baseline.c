@@ -5,19 +5,12 @@
  * freed), the largest single step's need, and the time to build, plan and simulate.
  * Prints a markdown table.
  */
+#include "bench.h"
 #include "remat.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int row(const char *label, remat_tgraph *tg, double t0)
 {

@@ -18,6 +18,7 @@
  *
  * usage: bench/gpu [python (default: python3)]
  */
+#include "bench.h"
 #include "remat.h"
 
 #include <stdio.h>
@@ -29,21 +30,6 @@
 
 static const char *python = "python3";
 static char args_buf[256];
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-static double now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Runs the PyTorch peer with args; the value of key in its output (-1: none). */
 static double torch_value(const char *args, const char *key)

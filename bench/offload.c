@@ -6,6 +6,7 @@
  * backend, where the copy thread's time is measured against the time steps waited.
  * Prints markdown tables.
  */
+#include "bench.h"
 #include "remat.h"
 
 #include <stdio.h>
@@ -133,14 +134,6 @@ static void bandwidth_table(void)
     printf("\n");
     remat_tgraph_free(tg);
     remat_graph_free(g);
-}
-
-static double now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* Real steps on the cpu backend: none, and hybrid at its least budget. */

@@ -7,6 +7,7 @@
  * GB = 10^9 bytes): the approximate DP's minimum budget, its time- and memory-centric
  * peaks at that budget, the exact DP's minimum budget and peaks, and Chen's √n peak.
  */
+#include "bench.h"
 #include "remat.h"
 
 #include <math.h>
@@ -40,14 +41,6 @@ struct result {
     double overhead, seconds;
     long long n_sets;
 };
-
-static double now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static struct result run_opts(const remat_tgraph *tg, remat_strategy s, bool min,
                               size_t budget, bool authors_lattice)

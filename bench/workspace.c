@@ -17,6 +17,7 @@
  *
  * usage: bench/workspace [threads (default: 2)] [batch (default: 8)]
  */
+#include "bench.h"
 #include "exec/backend.h"
 #include "graph/graph.h"
 #include "kernels/cpu/cpu.h"
@@ -26,21 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
 
 /* A tensor of value v's shape with random data in [-1, 1). */
 static struct ktensor rand_tensor(const remat_graph *g, int32_t v)

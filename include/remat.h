@@ -34,9 +34,10 @@
  *     }
  *
  * Conventions: every fallible call returns a remat_status and, on failure, sets a
- * thread-local message (remat_errmsg) that says what and where. The library never
- * prints and never exits. Objects are created with *_new / *_build and released with
- * *_free, which accept NULL. Tensors are NCHW float32.
+ * thread-local message (remat_errmsg) that says what and where (the source location
+ * too with REMAT_DEBUG=1 in the environment). The library never prints and never
+ * exits. Objects are created with *_new / *_build and released with *_free, which
+ * accept NULL. Tensors are NCHW float32.
  */
 #ifndef REMAT_H
 #define REMAT_H
@@ -302,6 +303,20 @@ typedef struct remat_plan_opts {
     double flops;            /* compute rate, FLOP/s, for the same time model;
                                 0: REMAT_DEFAULT_FLOPS */
     bool no_offload;         /* superneurons and hybrid: never offload */
+    double copy_slowdown;    /* the share of the compute rate a copy under way takes
+                                from the kernels (a copy thread on the cpu backend's
+                                cores: 1/threads); 0: copies on their own engine */
+    bool host_in_budget;     /* the host tier is the same memory as the arena (cpu or
+                                ref backend without a host file): its packed size counts
+                                in the budget */
+    bool reproducible;       /* with algos: each op's algorithm fixed whatever the budget
+                                (the fastest it has), so that every plan of a model
+                                trains to the same bits; its scratch is kept free */
+    /* Called now and then from the planning thread while a long stage runs (the DP's
+     * passes over the lower sets): the stage's name and how far it is, in [0, 1].
+     * NULL: nothing is reported. */
+    void (*progress)(void *ud, const char *stage, double done);
+    void *progress_ud;
 } remat_plan_opts;
 
 /* The time model's defaults: a PCIe 3.0 x16 link and a GPU of the SuperNeurons era. */
@@ -324,6 +339,12 @@ typedef struct remat_plan_info {
                                        the largest least scratch of an op (with algos) */
     int32_t n_algo_choices;         /* ops' passes with more than one algorithm */
     int32_t n_algo_fastest;         /* of them, those given their fastest */
+    size_t arena_bytes;             /* the packed arena: activations, gradients and the
+                                       kernels' scratch at their offsets, fragmentation
+                                       included (>= the activation peak) */
+    size_t host_arena_bytes;        /* the packed host tier (0 without offloads) */
+    size_t total_bytes;             /* what training allocates: arena + resident (+ the
+                                       host tier when host_in_budget); <= budget_bytes */
 } remat_plan_info;
 
 /*
@@ -358,9 +379,10 @@ typedef struct remat_sim_result {
     double overhead;              /* recomputed cost / forward cost */
     size_t n_steps;
     size_t peak_step;             /* index of the step at the peak */
-    /* The host tier and the time model (ops take their FLOPs at a fixed rate, copies
-     * their bytes at the bandwidth on one copy engine, in issue order; a WAIT stalls
-     * compute until its copy is done). */
+    /* The host tier and the time model (ops take their FLOPs at the compute rate,
+     * slowed by copy_slowdown while a copy is under way; copies take their bytes at the
+     * bandwidth on one copy engine, in issue order; a WAIT stalls compute until its
+     * copy is done). */
     size_t host_peak_bytes;       /* most bytes held on the host tier at once */
     size_t transfer_bytes;        /* bytes copied out and back */
     double compute_seconds;       /* every FWD and BWD, recomputations included */
@@ -372,6 +394,7 @@ typedef struct remat_sim_result {
 typedef struct remat_sim_opts {
     double bandwidth;             /* bytes/s; 0: REMAT_DEFAULT_BANDWIDTH */
     double flops;                 /* FLOP/s; 0: REMAT_DEFAULT_FLOPS */
+    double copy_slowdown;         /* as remat_plan_opts.copy_slowdown */
 } remat_sim_opts;
 
 /* Checks the schedule's validity (REMAT_ERR_INVALID with the step and reason) and
@@ -408,6 +431,20 @@ typedef struct remat_train_opts {
 /* The defaults: ref backend, seed 1, lr 0.01, momentum 0.9, weight decay 1e-4. */
 remat_train_opts remat_train_opts_default(void);
 
+/*
+ * The time model's rates for a backend on this machine with o's threads: *flops the
+ * compute rate its kernels reach on convolutions and matrix products, *bandwidth the
+ * rate of one host-tier copy, *copy_slowdown the share of the compute rate that a copy
+ * under way takes from the kernels (a copy thread on the same cores; 0 on a device with
+ * its own copy engine). Measured once (about a second) and cached in
+ * $XDG_CACHE_HOME/remat (or ~/.cache/remat) per backend, thread count and machine;
+ * REMAT_CALIBRATE=0 in the environment skips measuring and gives the defaults;
+ * REMAT_CALIBRATE=again measures anew and rewrites the cache (measure on an idle
+ * machine: the figures of a loaded one are kept until then).
+ */
+remat_status remat_calibrate(const remat_train_opts *o, double *flops, double *bandwidth,
+                             double *copy_slowdown);
+
 typedef struct remat_trainer remat_trainer;
 
 /*
@@ -420,6 +457,22 @@ remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
                                const remat_schedule *s, const remat_train_opts *o,
                                remat_trainer **out);
 void remat_trainer_free(remat_trainer *t);
+/*
+ * A backend made once: o->backend with o's threads, its context (thread pool, kernel
+ * caches, copy thread) shared by the table of its kernels (remat_backend_algos) and the
+ * trainer that then runs on it (remat_trainer_on), so that the kernels the plan counted
+ * are the ones prepared for the steps. One trainer at a time; it must outlive them.
+ * remat_train_algos and remat_trainer_new make and free one of their own.
+ */
+typedef struct remat_backend remat_backend;
+remat_status remat_backend_new(const remat_train_opts *o, remat_backend **out);
+void remat_backend_free(remat_backend *b);
+remat_status remat_backend_algos(remat_backend *b, const remat_graph *g,
+                                 const remat_tgraph *tg, remat_algos **out);
+/* remat_trainer_new on b (o->backend must be b's kind; b's threads are used). */
+remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const remat_tgraph *tg,
+                              const remat_schedule *s, const remat_train_opts *o,
+                              remat_trainer **out);
 /*
  * The backend's kernels for this graph: for every op's forward and backward, the
  * algorithms the backend can run it with, fastest first, and the scratch each takes
@@ -469,6 +522,11 @@ typedef struct remat_train_stats {
     size_t transfer_bytes;       /* bytes copied out and back, all steps */
     double copy_seconds;         /* time the copies took, all steps */
     double wait_seconds;         /* time WAIT steps blocked, all steps */
+    /* The operating system's view (Linux /proc/self/status; 0 where unavailable): the
+     * process's resident set just before the trainer allocated anything, and the most it
+     * held since (its high-water mark, reset when the trainer was created). */
+    size_t os_rss_before_bytes;
+    size_t os_rss_peak_bytes;
 } remat_train_stats;
 
 void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st);

@@ -2,28 +2,31 @@
 # CLI tests: help on every command, clear errors with non-zero exits on bad input, the
 # zoo's parameter counts, the graph-dump figures, the header example and make install.
 # Prints "ok/FAIL/skip name" lines and "RESULT passed failed skipped".
-set -u
-REMAT=${REMAT:-build/remat}
-BUILD=$(dirname "$REMAT")
-PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0; failed=0; skipped=0
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-skip() { echo "skip $1: $2"; skipped=$((skipped + 1)); }
-
-# expect_error NAME PATTERN CMD...: non-zero exit, nothing on stdout, one "remat:" line
-# on stderr matching PATTERN.
+# expect_error NAME PATTERN CMD...: exit code RC (default 1: bad input; docs/cli.md),
+# nothing on stdout, one "remat:" line on stderr matching PATTERN, no source location
+# ("[file.c:12]"); then again with --json after the subcommand: the same exit code and
+# stderr, and on stdout one JSON object whose "error" matches PATTERN (only "error" and
+# "hint" keys). NOJSON=1 skips the second run (main.c's own errors).
 expect_error() {
-    local name=$1 pat=$2; shift 2
+    local name=$1 pat=$2 want=${RC:-1}; shift 2
     "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-    if [ "$rc" -eq 0 ]; then fail "$name" "exit 0"; return; fi
     if [ "$rc" -ge 128 ]; then fail "$name" "crashed (exit $rc)"; return; fi
+    if [ "$rc" -ne "$want" ]; then fail "$name" "exit $rc, expected $want: $(cat "$tmp/err")"; return; fi
     if [ -s "$tmp/out" ]; then fail "$name" "printed on stdout"; return; fi
     if [ "$(grep -c '^remat: ' "$tmp/err")" -ne 1 ]; then fail "$name" "stderr: $(cat "$tmp/err")"; return; fi
     if ! grep -q -- "$pat" "$tmp/err"; then fail "$name" "stderr lacks '$pat': $(cat "$tmp/err")"; return; fi
+    if grep -q '\[[a-z_]*\.c:[0-9]*\]' "$tmp/err"; then fail "$name" "a source location: $(cat "$tmp/err")"; return; fi
+    if [ -n "${NOJSON:-}" ]; then ok "$name"; return; fi
+    "$1" "$2" --json "${@:3}" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    if [ "$rc" -ne "$want" ]; then fail "$name --json" "exit $rc, expected $want"; return; fi
+    if ! grep -q -- "$pat" "$tmp/err"; then fail "$name --json" "stderr lacks '$pat': $(cat "$tmp/err")"; return; fi
+    local e
+    if ! e=$("$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); assert isinstance(j, dict) and isinstance(j['error'], str) and set(j) <= {'error','hint'}; print(j['error'])" "$tmp/out" 2>/dev/null); then
+        fail "$name --json" "stdout is not {\"error\": ...}: $(head -c 300 "$tmp/out")"; return
+    fi
+    if ! grep -q -- "$pat" <<<"$e"; then fail "$name --json" "error lacks '$pat': $e"; return; fi
     ok "$name"
 }
 
@@ -36,7 +39,7 @@ for c in "" zoo plan compare train depth; do
     else fail "help $c" "$(head -3 "$tmp/out")"; fi
 done
 
-expect_error "unknown command" "unknown command 'fly'" $REMAT fly
+RC=2 expect_error "unknown command" "unknown command 'fly'" $REMAT fly
 expect_error "unknown model" "nosuchnet" $REMAT plan nosuchnet
 expect_error "bad batch" "'abc' is not a whole number" $REMAT plan resnet18 --batch abc
 expect_error "zero batch" "'0' is not a whole number from 1" $REMAT plan resnet18 --batch 0
@@ -126,6 +129,58 @@ expect_error "onnx input size" "does not apply to an ONNX file" $REMAT plan test
 expect_error "unknown loss" "unknown loss 'hinge'" $REMAT train tests/data/tiny.onnx --loss hinge
 expect_error "missing onnx" "no such file" $REMAT plan /nonexistent/model.onnx
 
+# errors made for scripts and people (docs/cli.md): empty files, directories, options
+# that do not apply, strategies that need a budget, exit codes, no source locations
+: >"$tmp/empty.onnx"; : >"$tmp/empty.txt"; : >"$tmp/empty.bin"; mkdir -p "$tmp/dir.onnx"
+expect_error "empty onnx" "empty.onnx: empty file" $REMAT plan "$tmp/empty.onnx"
+expect_error "empty dump" "empty.txt: empty file" $REMAT plan "$tmp/empty.txt"
+expect_error "directory onnx" "dir.onnx: is a directory" $REMAT plan "$tmp/dir.onnx"
+expect_error "directory data" "dir.onnx: is a directory" $REMAT train resnet18 --input-size 32x32 --batch 2 --data "$tmp/dir.onnx"
+expect_error "empty data" "empty.bin: empty file" $REMAT train resnet18 --input-size 32x32 --batch 2 --data "$tmp/empty.bin"
+expect_error "empty params" "empty.bin: empty file" $REMAT train resnet18 --input-size 32x32 --batch 2 --load "$tmp/empty.bin"
+expect_error "directory params" "is a directory" $REMAT train resnet18 --input-size 32x32 --batch 2 --load "$tmp/dir.onnx"
+expect_error "classes on onnx" "--classes does not apply to an ONNX file" $REMAT plan tests/data/tiny.onnx --classes 5
+expect_error "no-aux on onnx" "--no-aux does not apply to an ONNX file" $REMAT train tests/data/tiny.onnx --no-aux
+expect_error "loss is train's" "unknown option '--loss'" $REMAT plan resnet18 --loss softmax-ce
+for s in approx-tc approx-mc exact-tc exact-mc optimal hybrid; do
+    expect_error "$s needs a budget" "$s plans for a memory budget, and none was given" $REMAT plan resnet18 --strategy $s
+done
+expect_error "train needs a budget" "train: approx-mc plans for a memory budget" $REMAT train resnet18 --strategy approx-mc
+if $REMAT plan resnet18 --batch 2 --input-size 64x64 --strategy chen-greedy --json >"$tmp/cg.json" 2>/dev/null &&
+   [ "$(json_get "$tmp/cg.json" "j['feasible'] and j['budget_bytes'] is None")" = True ]; then ok "chen-greedy without a budget: its least peak"
+else fail "chen-greedy without a budget" "$(head -c 300 "$tmp/cg.json")"; fi
+RC=3 expect_error "unwritable schedule" "cannot write '/nonexistent-dir/s.json'" $REMAT plan resnet18 --schedule /nonexistent-dir/s.json
+RC=3 expect_error "unwritable trace" "cannot write '/nonexistent-dir/t.json'" $REMAT plan resnet18 --trace /nonexistent-dir/t.json
+"$PY" - "$tmp/huge.prm" <<'PYEOF'
+import struct, sys
+name = b'conv1.weight'
+with open(sys.argv[1], 'wb') as f:   # dimensions whose product overflows int64
+    f.write(b'REMATPRM' + struct.pack('<I', 1) + struct.pack('<I', len(name)) + name +
+            struct.pack('<I', 4) + struct.pack('<4q', 1 << 40, 1 << 40, 1 << 40, 3))
+PYEOF
+expect_error "params dimensions overflow" "'conv1.weight' has a bad dimension" $REMAT train resnet18 --input-size 32x32 --batch 2 --load "$tmp/huge.prm"
+if REMAT_DEBUG=1 $REMAT plan "$tmp/cut.onnx" 2>&1 | grep -q '\[onnx\.c:[0-9]*\]$' &&
+   ! $REMAT plan "$tmp/cut.onnx" 2>&1 | grep -q '\[onnx\.c'; then ok "source locations with REMAT_DEBUG=1 only"
+else fail "source locations with REMAT_DEBUG=1 only" "$(REMAT_DEBUG=1 $REMAT plan "$tmp/cut.onnx" 2>&1)"; fi
+if $REMAT train --help | grep -q '^  --loss softmax-ce' && ! $REMAT plan --help | grep -q -- '--loss'; then ok "train --help lists --loss"
+else fail "train --help lists --loss" "$($REMAT train --help | grep -- --loss)"; fi
+
+# progress: a line on stderr on a terminal (script gives the command one), nothing when
+# stderr is a file or with --json
+if $REMAT compare resnet18 --batch 2 --input-size 64x64 --strategies chen-sqrtn >/dev/null 2>"$tmp/pe" && [ ! -s "$tmp/pe" ] &&
+   $REMAT train resnet18 --batch 2 --input-size 32x32 --steps 2 >/dev/null 2>"$tmp/pe" && [ ! -s "$tmp/pe" ]; then
+    ok "no progress off a terminal"
+else fail "no progress off a terminal" "$(cat "$tmp/pe")"; fi
+if command -v script >/dev/null; then
+    script -qec "$REMAT train resnet18 --batch 2 --input-size 32x32 --steps 3 >/dev/null" /dev/null >"$tmp/tty" 2>&1
+    script -qec "$REMAT train resnet18 --batch 2 --input-size 32x32 --steps 3 --json >/dev/null 2>&1 </dev/null; $REMAT compare resnet18 --batch 2 --input-size 64x64 --strategies chen-sqrtn --json >/dev/null" /dev/null >"$tmp/ttyj" 2>&1
+    if grep -q "train resnet18: 0/3 steps" "$tmp/tty" && grep -q "elapsed" "$tmp/tty" && ! grep -q "elapsed" "$tmp/ttyj"; then
+        ok "progress on a terminal, not with --json"
+    else fail "progress on a terminal" "$(tr '\r' '\n' <"$tmp/tty" | head -5)"; fi
+else
+    skip "progress on a terminal" "no script(1)"
+fi
+
 # remat depth: the depth it finds fits (remat plan at that depth) and the next does not
 if $REMAT depth --budget 400MB --batch 2 --input-size 64x64 --strategy none,chen-greedy --threads 2 --json >"$tmp/dp.json" 2>/dev/null; then
     r=$(json_get "$tmp/dp.json" "' '.join('%s:%d:%s' % (e['strategy'], e['depth'], e['verified']) for e in j)")
@@ -169,9 +224,9 @@ else
     fail "train with data, save and load" "$(cat "$tmp/t2.json")"
 fi
 head -c 100 "$tmp/d.bin" >"$tmp/short.bin"
-expect_error "truncated data" "not the file's size" $REMAT train resnet18 --input-size 32x32 --data "$tmp/short.bin"
+expect_error "truncated data" "not the file's size" $REMAT train resnet18 --input-size 32x32 --batch 2 --data "$tmp/short.bin"
 expect_error "data shape" "takes 3x224x224" $REMAT train resnet18 --data "$tmp/d.bin"
-expect_error "bad params file" "not a remat parameter file" $REMAT train resnet18 --input-size 32x32 --load "$tmp/d.bin"
+expect_error "bad params file" "not a remat parameter file" $REMAT train resnet18 --input-size 32x32 --batch 2 --load "$tmp/d.bin"
 expect_error "train a dump" "cannot open\\|no shapes\\|no such file" $REMAT train /nonexistent/cg.txt
 
 # the host tier: hybrid at its least budget offloads, trains to none's parameters with the
@@ -224,6 +279,41 @@ fi
 expect_error "unknown algorithm" "no algorithm 'fft' (it has: fit, gemm, direct, winograd)" $REMAT plan resnet18 --backend cpu --conv-algo fft
 expect_error "algorithm without backend" "needs --backend cpu" $REMAT plan resnet18 --conv-algo gemm
 expect_error "algorithm on ref" "ref backend has no algorithm 'gemm'" $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 1 --conv-algo gemm
+
+# The time model measured for the backend (remat_calibrate), cached: a plan for the cpu
+# backend carries rates that are not the GPU defaults, the same on the second call (read
+# from the cache file the first wrote); the ref backend's are its own.
+if REMAT_CALIBRATE=1 XDG_CACHE_HOME="$tmp/cache" $REMAT plan resnet18 --input-size 32x32 --batch 2 \
+       --backend cpu --threads 2 --json >"$tmp/cal1.json" 2>"$tmp/cal.err" &&
+   REMAT_CALIBRATE=1 XDG_CACHE_HOME="$tmp/cache" $REMAT plan resnet18 --input-size 32x32 --batch 2 \
+       --backend cpu --threads 2 --json >"$tmp/cal2.json" 2>>"$tmp/cal.err" &&
+   [ "$(ls "$tmp/cache/remat" 2>/dev/null | grep -c '^calib-cpu-t2-')" = 1 ] &&
+   [ "$(json_get "$tmp/cal1.json" '(j["model_flops"], j["model_bandwidth"], j["model_copy_slowdown"])')" = \
+     "$(json_get "$tmp/cal2.json" '(j["model_flops"], j["model_bandwidth"], j["model_copy_slowdown"])')" ] &&
+   [ "$(json_get "$tmp/cal1.json" '1e8 < j["model_flops"] < 5e12 and j["model_flops"] != 10e12 and 1e8 < j["model_bandwidth"] < 1e12 and 0 <= j["model_copy_slowdown"] <= 1')" = True ] &&
+   [ "$(REMAT_CALIBRATE=0 $REMAT plan resnet18 --input-size 32x32 --batch 2 --backend cpu --threads 2 --json | json_get /dev/stdin 'j["model_flops"] == 10e12')" = True ]; then
+    ok "time model calibrated and cached"
+else
+    fail "time model calibrated and cached" "$(cat "$tmp/cal.err"; head -c 300 "$tmp/cal1.json")"
+fi
+
+# Setup first on a bare machine: the proto is absent when make parses the Makefile and
+# appears only when setup runs (as python3-onnx's does); one invocation must still build.
+proto=$(ls /usr/lib/python3/dist-packages/onnx/onnx.proto /usr/include/onnx/onnx.proto 2>/dev/null | head -n 1)
+if [ -n "$proto" ] && [ -f Makefile ] && command -v protoc-c >/dev/null; then
+    mk() { env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u SAN -u CUDA make -s "$@"; }
+    if mk OUT="$tmp/bare" ONNX_PROTO_DIRS="$tmp/bare-proto" SETUP=true gen >"$tmp/bare.log" 2>&1; then
+        fail "setup first: no proto" "built without the proto"
+    elif grep -q "onnx.proto not found in $tmp/bare-proto" "$tmp/bare.log"; then
+        ok "setup first: no proto says what to install"
+    else fail "setup first: no proto" "$(cat "$tmp/bare.log")"; fi
+    if mk OUT="$tmp/fresh" ONNX_PROTO_DIRS="$tmp/fresh-proto" \
+          SETUP="mkdir -p $tmp/fresh-proto && cp $proto $tmp/fresh-proto/" gen >"$tmp/fresh.log" 2>&1 &&
+       [ -s "$tmp/fresh/gen/onnx.pb-c.h" ]; then ok "setup first: one invocation builds"
+    else fail "setup first: one invocation builds" "$(cat "$tmp/fresh.log")"; fi
+else
+    skip "setup first" "no onnx.proto or protoc-c"
+fi
 
 # make install: another C program links libremat through pkg-config
 if command -v pkg-config >/dev/null && [ -f Makefile ]; then

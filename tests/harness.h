@@ -66,8 +66,11 @@ static int h_passed, h_failed, h_skipped, h_cur_failed, h_cur_skipped;
         printf("\n");                                                                    \
     } while (0)
 
+/* REMAT_ONLY=name in the environment runs that test alone (while developing). */
 #define RUN(fn)                                                                          \
     do {                                                                                 \
+        if (getenv("REMAT_ONLY") && strcmp(getenv("REMAT_ONLY"), #fn))                   \
+            break;                                                                       \
         h_cur_failed = h_cur_skipped = 0;                                                \
         fn();                                                                            \
         if (h_cur_failed)                                                                \

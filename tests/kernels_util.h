@@ -7,7 +7,7 @@
 
 #include "harness.h"
 
-#include "plan/schedule.h"
+#include "sched/schedule.h"
 
 #include <stdlib.h>
 

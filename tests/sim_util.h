@@ -8,7 +8,7 @@
 #define REMAT_SIM_UTIL_H
 
 #include "harness.h"
-#include "plan/schedule.h"
+#include "sched/schedule.h"
 
 /* A schedule holding st[0..n) in order, built with the internal schedule_push. */
 static inline remat_schedule *make_schedule(const remat_step *st, size_t n)

@@ -7,6 +7,7 @@
  */
 #include "diamond.h"
 #include "mem/layout.h"
+#include "plan/algos.h"
 
 #include <stdlib.h>
 #include <string.h>

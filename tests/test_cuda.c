@@ -178,7 +178,7 @@ static void op_case(const char *name, remat_op type, int n_in, const struct shp 
     /* forward */
     t.op.algo = backward_alg ? 0 : algo;
     if (type == REMAT_OP_CONV2D || type == REMAT_OP_CONV_TRANSPOSE2D) {
-        int32_t ids[BACKEND_MAX_ALGOS];
+        int32_t ids[KERNELS_MAX_ALGOS];
 
         if (backward_alg) /* a forward algorithm for the backward cases: the first */
             cu_be->algos(cu_ctx, &t.op, false, ids), t.op.algo = ids[0];
@@ -217,7 +217,7 @@ static void op_case(const char *name, remat_op type, int n_in, const struct shp 
     k = tk_bwd_kop(&t, in);
     k.algo = algo;
     if (!backward_alg && (type == REMAT_OP_CONV2D || type == REMAT_OP_CONV_TRANSPOSE2D)) {
-        int32_t ids[BACKEND_MAX_ALGOS];
+        int32_t ids[KERNELS_MAX_ALGOS];
 
         cu_be->algos(cu_ctx, &k, true, ids);
         k.algo = ids[0];
@@ -259,7 +259,7 @@ static void op_cases(const char *name, remat_op type, int n_in, const struct shp
                      const remat_attrs *at)
 {
     struct tk t;
-    int32_t ids[BACKEND_MAX_ALGOS], n;
+    int32_t ids[KERNELS_MAX_ALGOS], n;
     struct ktensor in[TK_MAX_IN];
     struct kop k;
     char label[128];

@@ -270,7 +270,7 @@ static void check_plan_at(const struct hg *g, const struct dag *d, const struct 
         const char *how = mc ? "mc" : "tc";
         struct dp_result res;
         struct cinfo ci;
-        remat_status st = kusumoto_plan(d, ls, mc, budget, &c, &res);
+        remat_status st = kusumoto_plan(d, ls, mc, budget, NULL, &c, &res);
 
         k->n_plans++;
         CHECK_OR(st == REMAT_OK, break, "graph %d %s-%s B=%zu: %s", gi, what, how, budget,
@@ -327,7 +327,7 @@ static size_t check_dp(const struct hg *g, const struct dag *d, const struct lse
         lo = tr[i].bound < lo ? tr[i].bound : lo;
     for (int32_t v = 0; v < g->n; v++)
         mv += 2 * g->m[v];
-    CHECK_OK(kusumoto_min_budget(d, ls, &hi));
+    CHECK_OK(kusumoto_min_budget(d, ls, NULL, &hi));
     /* bisection to within 1e-5 relative; below 10^5 bytes that is to the byte */
     CHECK(lo <= hi && (double)hi <= (double)lo * (1 + 1e-5) + 1,
           "graph %d (%d nodes) %s: min budget %zu, brute force %zu", gi, g->n, what, hi, lo);
@@ -581,7 +581,7 @@ static void test_multiword(void)
                 CHECK(false, "graph %d: %s", gi, remat_errmsg());
                 continue;
             }
-            CHECK_OK(kusumoto_min_budget(&d, &ls, &hi));
+            CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &hi));
             CHECK(lo <= hi && (double)hi <= (double)lo * (1 + 1e-5) + 1,
                   "graph %d (%d nodes) %s: min budget %zu, Pareto DP %zu", gi, g.n,
                   fi ? "approx" : "exact", hi, lo);

@@ -8,8 +8,9 @@
  * FWD of a live value, a FREE of a dead buffer), a valid recomputation and its
  * overhead, the FREE positions the liveness pass chooses, and the host tier (a value
  * offloaded and brought back: peaks, copy times and stalls; every misuse of OFFLOAD,
- * PREFETCH and WAIT rejected). Every expected number is worked out by hand in the
- * comments beside it.
+ * PREFETCH and WAIT rejected), and the copy slowdown (compute slowed while a copy is
+ * under way: two copies each way overlapping a FWD and a BWD). Every expected number
+ * is worked out by hand in the comments beside it.
  *
  * The random-graph property tests against an oracle are in test_sim_random.c.
  * Hand-built schedules use the internal schedule_new / schedule_push (plan/schedule.h);
@@ -308,7 +309,7 @@ static void test_liveness(void)
     remat_schedule *in, *out = NULL;
 
     in = make_schedule(diamond_nofree, LEN(diamond_nofree));
-    CHECK_OK(plan_liveness(tg, in, &out));
+    CHECK_OK(schedule_liveness(tg, in, &out));
     if (out)
         check_same_schedule(out, diamond_none, LEN(diamond_none), "no recomputation");
     remat_schedule_free(out);
@@ -316,7 +317,7 @@ static void test_liveness(void)
     /* frees already in the input are dropped and placed again */
     remat_schedule_free(in);
     in = make_schedule(diamond_none, LEN(diamond_none));
-    CHECK_OK(plan_liveness(tg, in, &out));
+    CHECK_OK(schedule_liveness(tg, in, &out));
     if (out)
         check_same_schedule(out, diamond_none, LEN(diamond_none), "frees re-placed");
     remat_schedule_free(out);
@@ -324,7 +325,7 @@ static void test_liveness(void)
     remat_schedule_free(in);
 
     in = make_schedule(recompute_nofree, LEN(recompute_nofree));
-    CHECK_OK(plan_liveness(tg, in, &out));
+    CHECK_OK(schedule_liveness(tg, in, &out));
     if (out)
         check_same_schedule(out, diamond_recompute, LEN(diamond_recompute), "recompute");
     remat_schedule_free(out);
@@ -574,6 +575,109 @@ static void test_offload_invalid(void)
     remat_graph_free(g);
 }
 
+/*
+ * The diamond with b and c sent out after add (their last forward reader) and brought
+ * back before relu c's backward: both copies out overlap FWD linear, the copy of b back
+ * overlaps BWD relu c.
+ */
+static const remat_step diamond_two_copies[] = {
+    FW(0), FW(1), FR(D_A), FW(2), FW(3),
+    OF(D_B), OF(D_C),                          /* steps 5, 6 */
+    FW(4), FW(5),                              /* view, linear */
+    WT(D_B), WT(D_C), FR(D_B), FR(D_C),        /* steps 9-12 */
+    FW(6), FR(D_LOGITS), FR(D_LOSS),
+    BW(6), FR(D_PROBS),
+    BW(5), FR(D_D), FR(G_LOGITS),
+    BW(3), FR(G_D),
+    PF(D_C), PF(D_B), WT(D_C),                 /* steps 23-25 */
+    BW(2), FR(D_C), FR(G_C),                   /* relu c: reads c */
+    WT(D_B),
+    BW(1), FR(D_B), FR(G_B),
+    BW(0), FR(G_A),
+};
+
+/*
+ * The time model with a copy slowdown s, on diamond_two_copies at 128 FLOP/s and 64 B/s
+ * (each 256-byte copy takes 4 s). The diamond's FLOPs (op_table.c's formulas): forward
+ * conv 2*64*2 = 256, relu b 64, relu c 64, add 64, flatten 0, linear 2*3*64 = 384,
+ * softmax_ce 5*3+1 = 16 (848); backward conv 512, relu 64 each, add 128, linear 768,
+ * softmax_ce 6 (1542); 2390 in all, 18.671875 s at full rate. At rate r = 128 (1 - s)
+ * while a copy is under way:
+ *   FW conv..add: 2 + 0.5 + 0.5 + 0.5, clock 3.5; b out on [3.5, 7.5), c out [7.5, 11.5).
+ *   FW linear, 384 FLOPs from 3.5 with 8 s of copies ahead:
+ *     s = 0: 3 s (6.5); WAIT b stalls 1, WAIT c 4: clock 11.5.
+ *     s = 0.5: r = 64, 512 >= 384 in 8 s: 6 s (9.5); WAIT b 0, WAIT c 2: 11.5.
+ *     s = 0.75: r = 32, 256 in 8 s, then 128 at 128: 9 s (12.5); no stalls.
+ *     s = 1: r = 0: 8 + 3 = 11 s (14.5); no stalls.
+ *   Then FW ce 0.125, BW ce 0.046875, BW linear 6, BW add 1: clock T = 11.5 + 7.171875
+ *   = 18.671875 for s = 0, 0.5; 19.671875 for 0.75; 21.671875 for 1.
+ *   c back on [T, T + 4), b back [T + 4, T + 8); WAIT c stalls 4 in every case.
+ *   BW relu c, 64 FLOPs at T + 4 with 4 s of b's copy ahead:
+ *     s = 0: 0.5 s, WAIT b stalls 3.5.   s = 0.5: r = 64: 1 s, WAIT b 3.
+ *     s = 0.75: r = 32: 2 s, WAIT b 2.   s = 1: 4 + 0.5 = 4.5 s, WAIT b 0.
+ *   BW relu b 0.5, BW conv 4.
+ * compute = 18.671875 + (linear's and relu c's extra time): +0, +3.5, +7.5, +12;
+ * stalls 1+4+4+3.5 = 12.5, 2+4+3 = 9, 4+2 = 6, 4; total = compute + stalls.
+ */
+static void test_copy_slowdown(void)
+{
+    static const struct {
+        double s, compute, stall, total;
+    } want[] = {
+        {0, 18.671875, 12.5, 31.171875},
+        {0.5, 22.171875, 9, 31.171875},
+        {0.75, 26.171875, 6, 32.171875},
+        {1, 30.671875, 4, 34.671875},
+    };
+    remat_graph *g = build_diamond();
+    remat_tgraph *tg = to_tgraph(g, REMAT_COST_DEFAULT);
+    remat_schedule *s = make_schedule(diamond_two_copies, LEN(diamond_two_copies));
+    remat_sim_result r;
+
+    for (size_t i = 0; i < LEN(want); i++) {
+        remat_sim_opts o = {.bandwidth = 64, .flops = 128, .copy_slowdown = want[i].s};
+
+        CHECK_OK(remat_sim_run_opts(tg, s, &o, &r));
+        CHECK(fabs(r.compute_seconds - want[i].compute) <= 1e-12 * want[i].compute,
+              "s %g: compute %.17g s, expected %g", want[i].s, r.compute_seconds,
+              want[i].compute);
+        CHECK(fabs(r.stall_seconds - want[i].stall) <= 1e-12 * want[i].stall,
+              "s %g: stalls %.17g s, expected %g", want[i].s, r.stall_seconds, want[i].stall);
+        CHECK(fabs(r.total_seconds - want[i].total) <= 1e-12 * want[i].total,
+              "s %g: total %.17g s, expected %g", want[i].s, r.total_seconds, want[i].total);
+        CHECK(r.transfer_seconds == 16, "s %g: transfer %g s, expected 16", want[i].s,
+              r.transfer_seconds);
+        CHECK_I64(r.transfer_bytes, 1024);
+        /* 1024 after PREFETCH b: d is gone, g(b), g(c), b, c live; the host holds b, c */
+        CHECK_I64(r.activation_peak_bytes, 1024);
+        CHECK_I64(r.peak_step, 24);
+        CHECK_I64(r.host_peak_bytes, 512);
+    }
+    /* without copies a slowdown changes nothing: 2390 FLOPs at 128 FLOP/s */
+    {
+        remat_schedule *n = make_schedule(diamond_none, LEN(diamond_none));
+        remat_sim_opts o = {.bandwidth = 64, .flops = 128, .copy_slowdown = 1};
+
+        CHECK_OK(remat_sim_run_opts(tg, n, &o, &r));
+        CHECK(r.total_seconds == 18.671875 && r.compute_seconds == 18.671875,
+              "total %.17g s, compute %.17g s", r.total_seconds, r.compute_seconds);
+        remat_schedule_free(n);
+    }
+    /* a slowdown outside [0, 1] is the caller's error */
+    {
+        static const double bad_s[] = {-0.25, 1.5, NAN};
+
+        for (size_t i = 0; i < LEN(bad_s); i++) {
+            remat_sim_opts o = {.copy_slowdown = bad_s[i]};
+            remat_status st = remat_sim_run_opts(tg, s, &o, &r);
+
+            CHECK(st == REMAT_ERR_ARG, "slowdown %g: %s", bad_s[i], remat_status_name(st));
+        }
+    }
+    remat_schedule_free(s);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
 
 int main(void)
 {
@@ -584,5 +688,6 @@ int main(void)
     RUN(test_chain_concat);
     RUN(test_offload);
     RUN(test_offload_invalid);
+    RUN(test_copy_slowdown);
     return harness_end();
 }

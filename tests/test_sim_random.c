@@ -732,7 +732,7 @@ static void test_random(void)
                 CHECK(max == res.activation_peak_bytes, "graph %d: timeline max %zu, peak "
                       "%zu", gi, max, res.activation_peak_bytes);
                 /* the liveness pass on it: still valid, never a higher peak */
-                CHECK_OK(plan_liveness(tg, s, &lv));
+                CHECK_OK(schedule_liveness(tg, s, &lv));
                 if (lv) {
                     struct verdict lvv = oracle(&r, remat_schedule_steps(lv),
                                                 remat_schedule_n_steps(lv), NULL);

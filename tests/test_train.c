@@ -257,6 +257,26 @@ static uint64_t train3(const remat_graph *g, const remat_tgraph *tg, const remat
     return sum;
 }
 
+/* ResNet-18 (batch 4, 64x64, 10 classes) and the cpu backend's kernels for it (2
+ * threads); false after a failed check, or a skip without the cpu backend. */
+static bool cpu_resnet18(remat_graph **g, remat_tgraph **tg, remat_algos **al)
+{
+    remat_zoo_opts zo = {.batch = 4, .height = 64, .width = 64, .classes = 10};
+    remat_train_opts to = remat_train_opts_default();
+
+    to.backend = REMAT_BACKEND_CPU;
+    to.threads = 2;
+    if (remat_zoo_build("resnet18", &zo, NULL, g) || remat_tgraph_from_graph(*g, NULL, tg)) {
+        CHECK(false, "%s", remat_errmsg());
+        return false;
+    }
+    if (remat_train_algos(*g, *tg, &to, al) == REMAT_ERR_UNSUPPORTED) {
+        SKIP("the cpu backend is not in this build");
+        return false;
+    }
+    return true;
+}
+
 /*
  * Plans given the cpu backend's kernels (ResNet-18, batch 4, 64x64): without a budget
  * every convolution pass gets its fastest algorithm; at approx-mc's least budget some
@@ -267,8 +287,6 @@ static uint64_t train3(const remat_graph *g, const remat_tgraph *tg, const remat
  */
 static void test_kernels_fit(void)
 {
-    remat_zoo_opts zo = {.batch = 4, .height = 64, .width = 64, .classes = 10};
-    remat_train_opts to = remat_train_opts_default();
     remat_graph *g = NULL;
     remat_tgraph *tg = NULL;
     remat_algos *al = NULL;
@@ -280,16 +298,8 @@ static void test_kernels_fit(void)
     size_t sc[8];
     int multi = 0;
 
-    to.backend = REMAT_BACKEND_CPU;
-    to.threads = 2;
-    if (remat_zoo_build("resnet18", &zo, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg)) {
-        CHECK(false, "%s", remat_errmsg());
+    if (!cpu_resnet18(&g, &tg, &al))
         goto out;
-    }
-    if (remat_train_algos(g, tg, &to, &al) == REMAT_ERR_UNSUPPORTED) {
-        SKIP("the cpu backend is not in this build");
-        goto out;
-    }
     REMAT_ASSERT_TEST(al);
     /* the table: convolutions have several algorithms, each with scratch */
     for (int32_t o = 0; o < tg->n_ops; o++)
@@ -372,10 +382,183 @@ out:
     remat_graph_free(g);
 }
 
+/*
+ * --reproducible (ResNet-18, batch 4, 64x64, cpu): every plan, whatever its strategy and
+ * budget, runs each convolution pass with its fastest algorithm, fits what it was given,
+ * and trains to the same parameters as `none` without a budget; its least budget is at
+ * least the default's (the fastest scratch is kept free).
+ */
+static void test_reproducible(void)
+{
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    remat_algos *al = NULL;
+    remat_schedule *s = NULL;
+    remat_plan_info pi, dflt;
+    uint64_t want = 0;
+    size_t total_none = 0, least_mc = 0;
+    static const struct {
+        remat_strategy s;
+        int budget; /* 0 none, 1 min, 2 halfway between approx-mc's least and none's */
+    } cases[] = {{REMAT_STRATEGY_NONE, 0}, {REMAT_STRATEGY_APPROX_MC, 1},
+                 {REMAT_STRATEGY_CHEN_SQRTN, 1}, {REMAT_STRATEGY_HYBRID, 1},
+                 {REMAT_STRATEGY_APPROX_TC, 2}, {REMAT_STRATEGY_SUPERNEURONS, 2}};
+
+    if (!cpu_resnet18(&g, &tg, &al))
+        goto out;
+    CHECK_OK(remat_plan(tg, &(remat_plan_opts){.strategy = REMAT_STRATEGY_APPROX_MC,
+                                               .budget_min = true, .algos = al},
+                        &s, &dflt));
+    remat_schedule_free(s);
+    s = NULL;
+    for (size_t c = 0; c < REMAT_ARRAY_LEN(cases); c++) {
+        remat_plan_opts po = {.strategy = cases[c].s, .algos = al, .reproducible = true,
+                              .host_in_budget = true, .budget_min = cases[c].budget == 1};
+        const char *name = remat_strategy_name(cases[c].s);
+        uint64_t sum;
+
+        if (cases[c].budget == 2)
+            po.budget_bytes = least_mc + (total_none - least_mc) / 2;
+        if (remat_plan(tg, &po, &s, &pi)) {
+            CHECK(false, "%s: %s", name, remat_errmsg());
+            continue;
+        }
+        if (cases[c].s == REMAT_STRATEGY_NONE)
+            total_none = pi.total_bytes;
+        if (cases[c].s == REMAT_STRATEGY_APPROX_MC) {
+            least_mc = pi.budget_bytes;
+            CHECK(least_mc >= dflt.budget_bytes, "reproducible least %zu under the default's "
+                  "%zu", least_mc, dflt.budget_bytes);
+        }
+        CHECK(pi.n_algo_fastest == pi.n_algo_choices && pi.n_algo_choices >= 30,
+              "%s: %d of %d passes at their fastest", name, pi.n_algo_fastest,
+              pi.n_algo_choices);
+        CHECK(!pi.budget_bytes || pi.total_bytes <= pi.budget_bytes, "%s: %zu allocated, "
+              "budget %zu", name, pi.total_bytes, pi.budget_bytes);
+        sum = train3(g, tg, s, name, NULL);
+        if (c == 0)
+            want = sum;
+        printf("  %-12s budget %zu: %016llx\n", name, pi.budget_bytes, (unsigned long long)sum);
+        CHECK(sum == want, "%s: %016llx, none %016llx", name, (unsigned long long)sum,
+              (unsigned long long)want);
+        remat_schedule_free(s);
+        s = NULL;
+    }
+out:
+    remat_algos_free(al);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
+/*
+ * Batch norm over one value per channel is refused when the trainer is made, as PyTorch
+ * refuses it ("Expected more than 1 value per channel when training"). ResNet-18 at 7x7:
+ * conv1 (7x7/2, pad 3) -> 4x4, the max pool (3x3/2, pad 1) -> 2x2, layer2's first
+ * convolution (3x3/2, pad 1) -> 1x1 with 128 channels; at batch 1 its batch norm
+ * (layer2.0.bn1) is the first to see one value per channel, at batch 2 each sees two. Planning
+ * is not refused (a plan of that graph is still a plan).
+ */
+static void test_bn_one_value(void)
+{
+    for (int64_t batch = 1; batch <= 2; batch++) {
+        remat_zoo_opts zo = {.batch = batch, .height = 7, .width = 7, .classes = 10};
+        remat_train_opts to = remat_train_opts_default();
+        remat_graph *g = NULL;
+        remat_tgraph *tg = NULL;
+        remat_schedule *s = NULL;
+        remat_trainer *t = NULL;
+        remat_status st;
+
+        if (remat_zoo_build("resnet18", &zo, NULL, &g) ||
+            remat_tgraph_from_graph(g, NULL, &tg) || remat_plan_none(tg, &s)) {
+            CHECK(false, "batch %lld: %s", (long long)batch, remat_errmsg());
+        } else {
+            st = remat_trainer_new(g, tg, s, &to, &t);
+            if (batch == 1)
+                CHECK(st == REMAT_ERR_ARG && strstr(remat_errmsg(), "one value per channel") &&
+                          strstr(remat_errmsg(), "'layer2.0.bn1'") &&
+                          strstr(remat_errmsg(), "1x128x1x1"),
+                      "batch 1: status %d, '%s'", (int)st, remat_errmsg());
+            else
+                CHECK(st == REMAT_OK, "batch 2: %s", remat_errmsg());
+            core_clear_error();
+        }
+        remat_trainer_free(t);
+        remat_schedule_free(s);
+        remat_tgraph_free(tg);
+        remat_graph_free(g);
+    }
+}
+
+/*
+ * One backend for the kernels' table and the trainers (remat_backend_*): ResNet-18 b4
+ * 64x64 on the cpu backend, planned with approx-mc at its least budget on the table the
+ * backend lists, trained 3 steps by two trainers made one after the other on it; both
+ * give the checksum of a trainer that makes its own backend from the same options (an
+ * independent path), and a trainer asking for another kind of backend is refused.
+ */
+static void test_backend_once(void)
+{
+    remat_zoo_opts zo = {.batch = 4, .height = 64, .width = 64, .classes = 10};
+    remat_plan_opts po = {.strategy = REMAT_STRATEGY_APPROX_MC, .budget_min = true};
+    remat_train_opts to = remat_train_opts_default();
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    remat_backend *b = NULL;
+    remat_algos *al = NULL;
+    remat_schedule *s = NULL;
+    uint64_t want, sum[2] = {0, 0};
+
+    to.backend = REMAT_BACKEND_CPU;
+    to.threads = 2;
+    if (remat_backend_new(&to, &b) == REMAT_ERR_UNSUPPORTED) {
+        SKIP("the cpu backend is not in this build");
+        return;
+    }
+    if (remat_zoo_build("resnet18", &zo, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg) ||
+        remat_backend_algos(b, g, tg, &al) || !(po.algos = al) || remat_plan(tg, &po, &s, NULL)) {
+        CHECK(false, "%s", remat_errmsg());
+        goto out;
+    }
+    for (int k = 0; k < 2; k++) {
+        remat_trainer *t = NULL;
+        double loss;
+
+        if (remat_trainer_on(b, g, tg, s, &to, &t)) {
+            CHECK(false, "trainer %d: %s", k, remat_errmsg());
+            continue;
+        }
+        for (int i = 0; i < 3; i++)
+            CHECK_OK(remat_trainer_step(t, NULL, NULL, &loss));
+        sum[k] = remat_trainer_param_checksum(t);
+        remat_trainer_free(t);
+    }
+    want = train3(g, tg, s, "own backend", NULL);
+    CHECK(sum[0] == want && sum[1] == want, "on one backend %016llx, %016llx; own %016llx",
+          (unsigned long long)sum[0], (unsigned long long)sum[1], (unsigned long long)want);
+    {
+        remat_train_opts ref = remat_train_opts_default();
+        remat_trainer *t = NULL;
+
+        CHECK(remat_trainer_on(b, g, tg, s, &ref, &t) == REMAT_ERR_ARG && !t,
+              "a ref trainer on a cpu backend: %s", remat_errmsg());
+        core_clear_error();
+    }
+out:
+    remat_schedule_free(s);
+    remat_algos_free(al);
+    remat_backend_free(b);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 int main(void)
 {
+    RUN(test_backend_once);
+    RUN(test_bn_one_value);
     RUN(test_forward_hook);
     RUN(test_kernels_fit);
+    RUN(test_reproducible);
     RUN(test_ref);
     RUN(test_cpu);
     return harness_end();

@@ -9,9 +9,9 @@ set -eu
 # (its onnx.proto): the ONNX reader; python3: the independent oracles and JSON checks of
 # the tests; python3-torch, python3-torchvision: the ONNX exports and PyTorch reference
 # gradients the ONNX tests make; libonnx-testdata: ONNX's operator conformance cases;
-# clang: the fuzz target.
+# clang: the fuzz target; chromium: the suite renders `remat report`'s page headless.
 packages="gcc make libglpk-dev libdnnl-dev libprotobuf-c-dev protobuf-c-compiler python3
-python3-onnx python3-torch python3-torchvision libonnx-testdata clang"
+python3-onnx python3-torch python3-torchvision libonnx-testdata clang chromium"
 
 missing=""
 for p in $packages; do

@@ -10,8 +10,36 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* Prints "remat: <msg>" (and a hint when given) on stderr; returns 1 for exit codes. */
+/*
+ * Exit codes (docs/cli.md): 0 done; 1 the input was refused (a command's options, a
+ * model, a file, a budget no plan meets: what the user can change); 2 no command or an
+ * unknown one (main.c prints the usage); 3 remat could not finish (out of memory,
+ * writing an output failed); 4 a self-check failed (an invalid schedule, a training
+ * step that measured another peak than planned: a bug to report).
+ */
+enum { CLI_EXIT_OK = 0, CLI_EXIT_INPUT = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_FAILED = 3,
+       CLI_EXIT_CHECK = 4 };
+
+/* Called first by every command: --json anywhere in argv makes errors JSON on stdout too. */
+void cli_begin(int argc, char **argv);
+bool cli_json_mode(void);
+/* Prints "remat: <msg>" (and "hint: <hint>" when given) on stderr and, under --json,
+ * {"error": msg, "hint": hint} on stdout (the first error, and only while no other JSON
+ * document has started there); returns CLI_EXIT_INPUT. */
 int cli_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same with another exit code. */
+int cli_error_code(int code, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The exit code of a library failure: NOMEM 3, INVALID 4, the rest (bad input) 1. */
+int cli_exit_code(remat_status st);
+/* Strategies whose plan is defined by a budget (the DP's four, optimal, hybrid) refuse
+ * to run without one: 0, or 1 after printing what to give. */
+int cli_need_budget(const char *cmd, const remat_plan_opts *po);
+
+/* The time model for a plan on backend to->backend: --flops and --bandwidth as given,
+ * the rest (and the copies' slowdown) measured for the backend on this machine
+ * (remat_calibrate, cached). 0, or an exit code after printing why not. */
+int cli_time_model(const remat_train_opts *to, remat_plan_opts *po);
 
 /* Parsers: false with a message printed when the text is not a valid value. */
 bool cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out);
@@ -56,7 +84,8 @@ struct cli_model {
 int cli_model_load(struct cli_model *m);
 void cli_model_fini(struct cli_model *m);
 /* Parses options shared by model commands (--batch, --input-size, --classes, --no-aux,
- * --cost); returns 1 when argv[*i] was one of them, 0 when not, -1 on a bad value. */
+ * --base-channels, --cost; the zoo's options are refused for files by cli_model_load);
+ * returns 1 when argv[*i] was one of them, 0 when not, -1 on a bad value. */
 int cli_model_option(struct cli_model *m, int argc, char **argv, int *i);
 
 /* Minimal JSON writer for one object per line of output. */
@@ -103,5 +132,6 @@ int cmd_plan(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_depth(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 #endif

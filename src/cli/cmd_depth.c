@@ -12,6 +12,7 @@
  * fit the budget.
  */
 #include "cli/cli.h"
+#include "cli/progress.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -123,8 +124,8 @@ static struct probe try_depth(const struct setup *su, remat_strategy s, int64_t 
     } else if (*err) {
         /* printed */
     } else if (st != REMAT_ERR_INFEASIBLE) {
-        cli_error(NULL, "%s at depth %lld: %s", remat_strategy_name(s),
-                  (long long)depth_of(k), remat_errmsg());
+        cli_error_code(cli_exit_code(st), NULL, "%s at depth %lld: %s",
+                       remat_strategy_name(s), (long long)depth_of(k), remat_errmsg());
         *err = true;
     }
     remat_schedule_free(sc);
@@ -159,12 +160,13 @@ static bool verify(const struct setup *su, remat_strategy s, int64_t k, double *
             ok = ts.measured_peak_bytes == ts.planned_peak_bytes &&
                  ts.measured_host_bytes == ts.planned_host_bytes &&
                  ts.resident_bytes + ts.measured_peak_bytes <= su->budget;
-            if (!ok)
-                cli_error(NULL, "%s at depth %lld: measured %zu bytes, planned %zu (host tier "
-                          "%zu, %zu), resident %zu, budget %zu", remat_strategy_name(s),
-                          (long long)depth_of(k), ts.measured_peak_bytes, ts.planned_peak_bytes,
-                          ts.measured_host_bytes, ts.planned_host_bytes, ts.resident_bytes,
-                          su->budget);
+            if (!ok) /* a note: the command's error follows the results */
+                fprintf(stderr, "remat: %s at depth %lld: measured %zu bytes, planned %zu "
+                        "(host tier %zu, %zu), resident %zu, budget %zu\n",
+                        remat_strategy_name(s),
+                        (long long)depth_of(k), ts.measured_peak_bytes, ts.planned_peak_bytes,
+                        ts.measured_host_bytes, ts.planned_host_bytes, ts.resident_bytes,
+                        su->budget);
         }
     }
     if (lib_failed && g)
@@ -186,8 +188,26 @@ struct result {
     double search_s, step_s;
 };
 
-/* The largest k that fits: doubling, then bisection. */
-static int search(const struct setup *su, remat_strategy s, struct result *res)
+/* Plans depth k with strategy s under the progress line: probe counts the probes. */
+static struct probe probe_at(const struct setup *su, remat_strategy s, int64_t k, bool *err,
+                             struct progress *pr, int64_t *probe)
+{
+    char detail[64];
+    struct probe p;
+
+    snprintf(detail, sizeof detail, "%s at depth %lld", remat_strategy_name(s),
+             (long long)depth_of(k));
+    progress_step(pr, *probe, detail);
+    progress_wait_begin(pr, detail, 0);
+    p = try_depth(su, s, k, err);
+    progress_wait_end(pr);
+    progress_step(pr, ++*probe, detail);
+    return p;
+}
+
+/* The largest k that fits: doubling, then bisection. 0, or 1 after printing an error. */
+static int search(const struct setup *su, remat_strategy s, struct result *res,
+                  struct progress *pr, int64_t *probe)
 {
     int64_t lo = 0, hi, k = 1;
     struct probe best = {0}, p;
@@ -195,11 +215,9 @@ static int search(const struct setup *su, remat_strategy s, struct result *res)
     double t0 = cli_now();
 
     for (;;) {
-        p = try_depth(su, s, k, &err);
+        p = probe_at(su, s, k, &err, pr, probe);
         if (err)
             return 1;
-        fprintf(stderr, "  %-13s depth %5lld: %s\n", remat_strategy_name(s),
-                (long long)depth_of(k), p.fits ? "fits" : "does not fit");
         if (!p.fits)
             break;
         lo = k;
@@ -212,11 +230,9 @@ static int search(const struct setup *su, remat_strategy s, struct result *res)
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
 
-        p = try_depth(su, s, mid, &err);
+        p = probe_at(su, s, mid, &err, pr, probe);
         if (err)
             return 1;
-        fprintf(stderr, "  %-13s depth %5lld: %s\n", remat_strategy_name(s),
-                (long long)depth_of(mid), p.fits ? "fits" : "does not fit");
         if (p.fits) {
             lo = mid;
             best = p;
@@ -229,8 +245,15 @@ static int search(const struct setup *su, remat_strategy s, struct result *res)
     res->p = best;
     res->search_s = cli_now() - t0;
     res->verified = false;
-    if (su->verify && lo > 0)
+    if (su->verify && lo > 0) {
+        char detail[64];
+
+        snprintf(detail, sizeof detail, "%s: a training step at depth %lld",
+                 remat_strategy_name(s), (long long)depth_of(lo));
+        progress_wait_begin(pr, detail, 0);
         res->verified = verify(su, s, lo, &res->step_s);
+        progress_wait_end(pr);
+    }
     return 0;
 }
 
@@ -284,6 +307,79 @@ static void print(const struct result *r, int n, const struct setup *su, bool as
     }
 }
 
+/* --strategy's list into strat[*n]: 0, or 1 after printing the unknown name. */
+static int parse_strategies(const char *v, remat_strategy *strat, int *n)
+{
+    for (const char *p = v; *p && *n < REMAT_STRATEGY_COUNT;) {
+        char name[32];
+        size_t l = strcspn(p, ",");
+
+        snprintf(name, sizeof name, "%.*s", (int)(l < 31 ? l : 31), p);
+        strat[*n] = remat_strategy_from_name(name);
+        if (strat[*n] == REMAT_STRATEGY_COUNT)
+            return cli_error("`remat plan --help` lists the strategies",
+                             "depth: unknown strategy '%s'", name);
+        ++*n;
+        p += l + (p[l] == ',');
+    }
+    return 0;
+}
+
+/* The command line into su, strat and n: 0, -1 after --help, or an exit code after
+ * printing an error. */
+static int parse_args(struct setup *su, remat_strategy *strat, int *n, bool *as_json,
+                      int argc, char **argv)
+{
+    remat_plan_opts po = {0};
+    int k;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help(stdout);
+            return -1;
+        } else if (!strcmp(a, "--budget")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
+                return 1;
+            if (po.budget_min)
+                return cli_error(NULL, "depth: --budget needs bytes, not min");
+            su->budget = po.budget_bytes;
+        } else if (!strcmp(a, "--batch")) {
+            if (!(v = cli_value(argc, argv, &i)) ||
+                !cli_parse_i64(a, v, 1, 1 << 16, &su->batch))
+                return 1;
+        } else if (!strcmp(a, "--input-size")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_hw(a, v, &su->h, &su->w))
+                return 1;
+        } else if (!strcmp(a, "--strategy")) {
+            if (!(v = cli_value(argc, argv, &i)) || parse_strategies(v, strat, n))
+                return 1;
+        } else if (!strcmp(a, "--no-verify")) {
+            su->verify = false;
+        } else if ((k = cli_backend_option(&su->to, argc, argv, &i)) != 0 ||
+                   (k = cli_offload_option(&su->offload, argc, argv, &i)) != 0) {
+            if (k < 0)
+                return 1;
+        } else if (!strcmp(a, "--json")) {
+            *as_json = true;
+        } else {
+            help(stderr);
+            return cli_error("`remat depth --help` lists the options",
+                             "depth: unknown option '%s'", a);
+        }
+    }
+    if (!su->budget) {
+        help(stderr);
+        return cli_error("give it in bytes with a unit, e.g. --budget 4GiB",
+                         "depth: --budget is required");
+    }
+    /* on the host the host tier is the same memory; the time model is the backend's */
+    su->offload.host_in_budget = su->verify && su->to.backend != REMAT_BACKEND_CUDA &&
+                                 !su->to.host_file;
+    return su->verify ? cli_time_model(&su->to, &su->offload) : 0;
+}
+
 int cmd_depth(int argc, char **argv)
 {
     static const remat_strategy dflt[] = {
@@ -294,79 +390,39 @@ int cmd_depth(int argc, char **argv)
     struct setup su = {.batch = 16, .h = 224, .w = 224, .verify = true};
     remat_strategy strat[REMAT_STRATEGY_COUNT];
     struct result res[REMAT_STRATEGY_COUNT];
-    int n = 0, rc = 0, k;
+    int n = 0, rc;
+    int64_t probes = 0;
     bool as_json = false, all_verified = true;
-    remat_plan_opts po = {0};
+    struct progress pr;
 
+    cli_begin(argc, argv);
     su.to = remat_train_opts_default();
     su.to.backend = REMAT_BACKEND_CPU;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help(stdout);
-            return 0;
-        } else if (!strcmp(a, "--budget")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
-                return 1;
-            if (po.budget_min)
-                return cli_error(NULL, "depth: --budget needs bytes, not min");
-            su.budget = po.budget_bytes;
-        } else if (!strcmp(a, "--batch")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 1 << 16, &su.batch))
-                return 1;
-        } else if (!strcmp(a, "--input-size")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_hw(a, v, &su.h, &su.w))
-                return 1;
-        } else if (!strcmp(a, "--strategy")) {
-            const char *p;
-
-            if (!(v = cli_value(argc, argv, &i)))
-                return 1;
-            for (p = v; *p && n < REMAT_STRATEGY_COUNT;) {
-                char name[32];
-                size_t l = strcspn(p, ",");
-
-                snprintf(name, sizeof name, "%.*s", (int)(l < 31 ? l : 31), p);
-                strat[n] = remat_strategy_from_name(name);
-                if (strat[n] == REMAT_STRATEGY_COUNT)
-                    return cli_error("`remat plan --help` lists the strategies",
-                                     "depth: unknown strategy '%s'", name);
-                n++;
-                p += l + (p[l] == ',');
-            }
-        } else if (!strcmp(a, "--no-verify")) {
-            su.verify = false;
-        } else if ((k = cli_backend_option(&su.to, argc, argv, &i)) != 0 ||
-                   (k = cli_offload_option(&su.offload, argc, argv, &i)) != 0) {
-            if (k < 0)
-                return 1;
-        } else if (!strcmp(a, "--json")) {
-            as_json = true;
-        } else {
-            help(stderr);
-            return cli_error(NULL, "depth: unknown option '%s'", a);
-        }
-    }
-    if (!su.budget) {
-        help(stderr);
-        return cli_error(NULL, "depth: --budget is required");
-    }
+    if ((rc = parse_args(&su, strat, &n, &as_json, argc, argv)))
+        return rc < 0 ? 0 : rc;
     if (!n) {
         n = (int)(sizeof dflt / sizeof dflt[0]);
         memcpy(strat, dflt, sizeof dflt);
     }
+    progress_begin(&pr, "depth", "probes", 0);
     for (int i = 0; i < n; i++) {
-        if (search(&su, strat[i], &res[i]))
+        if (search(&su, strat[i], &res[i], &pr, &probes)) {
+            progress_end(&pr);
             return 1;
-        fprintf(stderr, "%s: depth %lld%s\n", remat_strategy_name(strat[i]),
-                (long long)depth_of(res[i].k),
-                !su.verify || !res[i].k ? "" : res[i].verified ? ", verified by a step"
-                                                               : ", NOT verified");
+        }
+        if (pr.on) { /* each strategy's result stays on the terminal */
+            progress_clear(&pr);
+            fprintf(stderr, "%s: depth %lld%s\n", remat_strategy_name(strat[i]),
+                    (long long)depth_of(res[i].k),
+                    !su.verify || !res[i].k ? "" : res[i].verified ? ", verified by a step"
+                                                                   : ", NOT verified");
+        }
         all_verified = all_verified && (!su.verify || !res[i].k || res[i].verified);
     }
+    progress_end(&pr);
     print(res, n, &su, as_json);
     if (!all_verified)
-        rc = cli_error(NULL, "depth: a training step did not confirm a plan (see above)");
+        rc = cli_error_code(CLI_EXIT_CHECK, NULL, "depth: a training step did not confirm a "
+                            "plan (see above)");
     return rc;
 }

@@ -3,6 +3,7 @@
  * strategy, and print what the simulator measures.
  */
 #include "cli/cli.h"
+#include "cli/progress.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,12 @@ static void help(FILE *f)
             "                      algorithm whose scratch fits), their scratch counted in\n"
             "                      the peak as `remat train` will hold it\n"
             "  --threads T         the cpu backend's threads (its scratch depends on them)\n"
+            "  --host-file FILE    training will keep the host tier in this file: with the\n"
+            "                      cpu or ref backend, offloading is allowed only then (an\n"
+            "                      in-memory host tier is the same RAM as the arena)\n"
+            "  --reproducible      with --backend: each convolution's algorithm fixed (its\n"
+            "                      fastest) whatever the budget, so that any two plans of\n"
+            "                      a model train to the same bits\n"
             "  --schedule FILE     write the schedule as JSON\n" CLI_OFFLOAD_HELP
             "  --json              print the figures as one JSON object\n");
 }
@@ -54,7 +61,7 @@ static int write_schedule(const char *path, const remat_tgraph *tg, const remat_
     size_t scratch;
 
     if (!f)
-        return cli_error(NULL, "cannot write '%s'", path);
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "cannot write '%s'", path);
     json_begin(&j, f, '{');
     json_key(&j, "steps");
     json_begin(&j, NULL, '[');
@@ -73,14 +80,15 @@ static int write_schedule(const char *path, const remat_tgraph *tg, const remat_
     json_end(&j, ']');
     json_end(&j, '}');
     if (fclose(f))
-        return cli_error(NULL, "cannot write '%s'", path);
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "cannot write '%s'", path);
     return 0;
 }
 
 static void print_text(const struct cli_model *m, const remat_sim_result *r,
-                       const remat_plan_info *pi, remat_strategy strat, size_t n_recomputed,
-                       const remat_algos *al, const struct cli_kernels *kn)
+                       const remat_plan_info *pi, const remat_plan_opts *po,
+                       size_t n_recomputed, const remat_algos *al, const struct cli_kernels *kn)
 {
+    remat_strategy strat = po->strategy;
     char a[32], b[32];
     double ratio = r->lower_bound_bytes ? (double)r->activation_peak_bytes /
                                               (double)r->lower_bound_bytes : 0;
@@ -101,6 +109,13 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
         printf("budget           %s bytes total, %s for activations\n",
                cli_commas(pi->budget_bytes, a, sizeof a),
                cli_commas(pi->activation_budget_bytes, b, sizeof b));
+    printf("arena            %s bytes packed (%.3fx the activation peak)\n",
+           cli_commas(pi->arena_bytes, a, sizeof a),
+           r->activation_peak_bytes ? (double)pi->arena_bytes /
+                                          (double)r->activation_peak_bytes : 0);
+    printf("allocated        %s bytes (%s): arena + resident%s\n",
+           cli_commas(pi->total_bytes, a, sizeof a), cli_human((double)pi->total_bytes, b, sizeof b),
+           pi->host_arena_bytes ? " (the host tier apart)" : "");
     if (pi->n_blocks)
         printf("plan             %d blocks from %lld lower sets; DP bound %s bytes\n",
                pi->n_blocks, (long long)pi->n_lower_sets,
@@ -132,14 +147,19 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
            "%.4f s\n", r->total_seconds, r->compute_seconds, r->transfer_seconds,
            r->transfer_seconds > 0 ? 100 * (1 - r->stall_seconds / r->transfer_seconds) : 100,
            r->stall_seconds);
+    printf("                 at %.1f GFLOP/s, copies at %.1f GB/s taking %.0f%% of the compute%s\n",
+           (po->flops > 0 ? po->flops : REMAT_DEFAULT_FLOPS) / 1e9,
+           (po->bandwidth > 0 ? po->bandwidth : REMAT_DEFAULT_BANDWIDTH) / 1e9,
+           100 * po->copy_slowdown, "");
     printf("steps            %zu (peak after step %zu)\n", r->n_steps, r->peak_step);
     printf("planning         %.3f s\n", pi->plan_seconds);
 }
 
 static void print_json(const struct cli_model *m, const remat_sim_result *r,
-                       const remat_plan_info *pi, remat_strategy strat, size_t n_recomputed,
-                       const remat_algos *al, const struct cli_kernels *kn)
+                       const remat_plan_info *pi, const remat_plan_opts *po,
+                       size_t n_recomputed, const remat_algos *al, const struct cli_kernels *kn)
 {
+    remat_strategy strat = po->strategy;
     struct json j;
 
     json_begin(&j, stdout, '{');
@@ -166,9 +186,17 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r,
     json_u64(&j, "naive_bytes", r->naive_bytes);
     json_u64(&j, "naive_all_bytes", r->naive_all_bytes);
     json_u64(&j, "activation_peak_bytes", r->activation_peak_bytes);
+    json_f64(&j, "model_flops", po->flops > 0 ? po->flops : REMAT_DEFAULT_FLOPS);
+    json_f64(&j, "model_bandwidth", po->bandwidth > 0 ? po->bandwidth : REMAT_DEFAULT_BANDWIDTH);
+    json_f64(&j, "model_copy_slowdown", po->copy_slowdown);
     cli_kernels_json(&j, al, kn);
     json_u64(&j, "scratch_reserve_bytes", pi->scratch_reserve_bytes);
     json_u64(&j, "total_peak_bytes", r->activation_peak_bytes + r->resident_bytes);
+    json_u64(&j, "arena_bytes", pi->arena_bytes);
+    json_f64(&j, "arena_ratio", r->activation_peak_bytes ? (double)pi->arena_bytes /
+                                                              (double)r->activation_peak_bytes : 0);
+    json_u64(&j, "host_arena_bytes", pi->host_arena_bytes);
+    json_u64(&j, "allocated_bytes", pi->total_bytes);
     json_u64(&j, "lower_bound_bytes", r->lower_bound_bytes);
     json_f64(&j, "peak_to_lower_bound",
              r->lower_bound_bytes ? (double)r->activation_peak_bytes /
@@ -200,15 +228,15 @@ static int write_trace(const char *path, const remat_tgraph *tg, const remat_sch
     FILE *f;
 
     if (!live)
-        return cli_error(NULL, "out of memory writing the trace");
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "out of memory writing the trace");
     if (remat_sim_timeline(tg, s, live, n)) {
         free(live);
-        return cli_error(NULL, "%s", remat_errmsg());
+        return cli_error_code(CLI_EXIT_CHECK, NULL, "%s", remat_errmsg());
     }
     f = fopen(path, "w");
     if (!f) {
         free(live);
-        return cli_error(NULL, "cannot write '%s'", path);
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "cannot write '%s'", path);
     }
     fprintf(f, "{\"traceEvents\":[\n");
     for (size_t i = 0; i < n; i++)
@@ -218,7 +246,7 @@ static int write_trace(const char *path, const remat_tgraph *tg, const remat_sch
     fprintf(f, "{\"name\":\"end\",\"ph\":\"i\",\"ts\":%zu,\"pid\":1,\"s\":\"g\"}]}\n", n);
     free(live);
     if (fclose(f))
-        return cli_error(NULL, "cannot write '%s'", path);
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "cannot write '%s'", path);
     return 0;
 }
 
@@ -238,107 +266,154 @@ static size_t count_recomputed(const remat_tgraph *tg, const remat_schedule *s)
     return r;
 }
 
-int cmd_plan(int argc, char **argv)
+/* The command's options. */
+struct plan_cmd {
+    struct cli_model m;
+    const char *strategy, *sched_path, *trace_path;
+    remat_plan_opts po;
+    remat_train_opts to;
+    bool backend, as_json;
+};
+
+/* One option at argv[*i] (advancing *i past its value): 1 taken, 0 not an option of
+ * plan's own, -1 bad (printed). */
+static int plan_option(struct plan_cmd *c, int argc, char **argv, int *i)
 {
-    struct cli_model m = {.zoo = {.batch = 1}};
-    const char *strategy = "none", *sched_path = NULL, *trace_path = NULL;
-    remat_plan_opts po = {0};
-    remat_train_opts to = remat_train_opts_default();
-    remat_plan_info pi;
-    remat_algos *al = NULL;
-    struct cli_kernels kn;
-    bool backend = false;
-    remat_schedule *s = NULL;
-    remat_sim_result r;
-    bool as_json = false;
-    int rc = 1, k;
+    const char *a = argv[*i], *v;
+    int k;
+
+    if (!strcmp(a, "--json"))
+        c->as_json = true;
+    else if (!strcmp(a, "--strategy"))
+        return (c->strategy = cli_value(argc, argv, i)) ? 1 : -1;
+    else if (!strcmp(a, "--budget"))
+        return (v = cli_value(argc, argv, i)) && cli_parse_budget(a, v, &c->po) ? 1 : -1;
+    else if (!strcmp(a, "--max-lower-sets"))
+        return (v = cli_value(argc, argv, i)) &&
+               cli_parse_i64(a, v, 1, 100000000, &c->po.max_lower_sets) ? 1 : -1;
+    else if ((k = cli_backend_option(&c->to, argc, argv, i)) != 0)
+        return c->backend = c->backend || !strcmp(a, "--backend"), k;
+    else if ((k = cli_offload_option(&c->po, argc, argv, i)) != 0)
+        return k;
+    else if (!strcmp(a, "--host-file"))
+        return (c->to.host_file = cli_value(argc, argv, i)) ? 1 : -1;
+    else if (!strcmp(a, "--reproducible"))
+        c->po.reproducible = true;
+    else if (!strcmp(a, "--authors-lattice"))
+        c->po.authors_lattice = true;
+    else if (!strcmp(a, "--schedule"))
+        return (c->sched_path = cli_value(argc, argv, i)) ? 1 : -1;
+    else if (!strcmp(a, "--trace"))
+        return (c->trace_path = cli_value(argc, argv, i)) ? 1 : -1;
+    else
+        return cli_model_option(&c->m, argc, argv, i);
+    return 1;
+}
+
+/* The command line into c: 0, -1 after --help, or an exit code after printing an error. */
+static int parse_args(struct plan_cmd *c, int argc, char **argv)
+{
+    int k;
 
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             help(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            as_json = true;
-        } else if (!strcmp(a, "--strategy")) {
-            if (!(strategy = cli_value(argc, argv, &i)))
-                return 1;
-        } else if (!strcmp(a, "--budget")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
-                return 1;
-        } else if (!strcmp(a, "--max-lower-sets")) {
-            if (!(v = cli_value(argc, argv, &i)) ||
-                !cli_parse_i64(a, v, 1, 100000000, &po.max_lower_sets))
-                return 1;
-        } else if ((k = cli_backend_option(&to, argc, argv, &i)) != 0) {
-            if (k < 0)
-                return 1;
-            backend = backend || !strcmp(a, "--backend");
-        } else if ((k = cli_offload_option(&po, argc, argv, &i)) != 0) {
-            if (k < 0)
-                return 1;
-        } else if (!strcmp(a, "--authors-lattice")) {
-            po.authors_lattice = true;
-        } else if (!strcmp(a, "--schedule")) {
-            if (!(sched_path = cli_value(argc, argv, &i)))
-                return 1;
-        } else if (!strcmp(a, "--trace")) {
-            if (!(trace_path = cli_value(argc, argv, &i)))
-                return 1;
-        } else if ((k = cli_model_option(&m, argc, argv, &i)) != 0) {
-            if (k < 0)
-                return 1;
-        } else if (cli_model_arg("plan", a, &m.spec)) {
-            return 1;
+            return -1;
         }
+        if ((k = plan_option(c, argc, argv, &i)) < 0)
+            return 1;
+        if (!k && cli_model_arg("plan", argv[i], &c->m.spec))
+            return 1;
     }
-    if (!m.spec) {
+    if (!c->m.spec) {
         help(stderr);
         return cli_error(NULL, "plan: no model given");
     }
-    po.strategy = remat_strategy_from_name(strategy);
-    if (po.strategy == REMAT_STRATEGY_COUNT)
+    c->po.strategy = remat_strategy_from_name(c->strategy);
+    if (c->po.strategy == REMAT_STRATEGY_COUNT)
         return cli_error("the strategies: none, approx-tc, approx-mc, exact-tc, exact-mc, "
                          "chen-sqrtn, chen-greedy, superneurons, optimal, hybrid",
-                         "plan: unknown strategy '%s'", strategy);
-    if (po.authors_lattice && po.strategy != REMAT_STRATEGY_EXACT_TC &&
-        po.strategy != REMAT_STRATEGY_EXACT_MC)
+                         "plan: unknown strategy '%s'", c->strategy);
+    if (c->po.authors_lattice && c->po.strategy != REMAT_STRATEGY_EXACT_TC &&
+        c->po.strategy != REMAT_STRATEGY_EXACT_MC)
         return cli_error(NULL, "plan: --authors-lattice applies to exact-tc and exact-mc, "
-                         "not %s", strategy);
-    if (cli_model_load(&m))
+                         "not %s", c->strategy);
+    if (!c->backend && c->po.conv_algo && strcmp(c->po.conv_algo, "fit"))
+        return cli_error(NULL, "plan: --conv-algo %s needs --backend cpu", c->po.conv_algo);
+    return cli_need_budget("plan", &c->po);
+}
+
+/* remat_plan with the progress line: the strategy and its time (of at most the MILP's
+ * limit for optimal). */
+static remat_status plan_with_progress(const struct plan_cmd *c, remat_schedule **s,
+                                       remat_plan_info *pi)
+{
+    remat_plan_opts po = c->po;
+    struct progress pr;
+    char what[128];
+    remat_status st;
+
+    snprintf(what, sizeof what, "plan %s", c->m.spec);
+    progress_begin(&pr, what, "", 0);
+    progress_wait_begin(&pr, remat_strategy_name(c->po.strategy),
+                        c->po.strategy == REMAT_STRATEGY_OPTIMAL
+                            ? (c->po.time_limit > 0 ? c->po.time_limit : 60) : 0);
+    po.progress = progress_stage;
+    po.progress_ud = &pr;
+    st = remat_plan(c->m.tg, &po, s, pi);
+    progress_end(&pr);
+    return st;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    struct plan_cmd c = {.m = {.zoo = {.batch = 1}}, .strategy = "none",
+                         .to = remat_train_opts_default()};
+    remat_plan_info pi;
+    remat_algos *al = NULL;
+    struct cli_kernels kn;
+    remat_schedule *s = NULL;
+    remat_sim_result r;
+    remat_status st;
+    int rc;
+
+    cli_begin(argc, argv);
+    if ((rc = parse_args(&c, argc, argv)))
+        return rc < 0 ? 0 : rc;
+    if ((rc = cli_model_load(&c.m)))
         goto out;
-    if (backend && m.is_dump) {
-        cli_error(NULL, "%s: --backend needs a model with shapes, not a graph dump", m.spec);
+    rc = 1;
+    if (c.backend && c.m.is_dump) {
+        cli_error(NULL, "%s: --backend needs a model with shapes, not a graph dump", c.m.spec);
         goto out;
     }
-    if (!backend && po.conv_algo && strcmp(po.conv_algo, "fit")) {
-        cli_error(NULL, "plan: --conv-algo %s needs --backend cpu", po.conv_algo);
+    if (c.backend && (rc = cli_time_model(&c.to, &c.po)))
+        goto out;
+    rc = 1;
+    if (c.backend && (st = remat_train_algos(c.m.g, c.m.tg, &c.to, &al))) {
+        rc = cli_error_code(cli_exit_code(st), NULL, "%s: %s", c.m.spec, remat_errmsg());
         goto out;
     }
-    if (backend && remat_train_algos(m.g, m.tg, &to, &al)) {
-        cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
+    c.po.algos = al;
+    c.po.host_in_budget = c.backend && c.to.backend != REMAT_BACKEND_CUDA && !c.to.host_file;
+    if ((st = plan_with_progress(&c, &s, &pi)) ||
+        (st = remat_sim_run_opts(c.m.tg, s, &(remat_sim_opts){c.po.bandwidth, c.po.flops,
+                                                              c.po.copy_slowdown}, &r))) {
+        rc = cli_error_code(cli_exit_code(st), NULL, "%s: %s", c.m.spec, remat_errmsg());
         goto out;
     }
-    po.algos = al;
-    if (remat_plan(m.tg, &po, &s, &pi) ||
-        remat_sim_run_opts(m.tg, s, &(remat_sim_opts){po.bandwidth, po.flops}, &r)) {
-        cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
+    cli_kernels_count(c.m.tg, s, al, &kn);
+    if ((c.sched_path && (rc = write_schedule(c.sched_path, c.m.tg, s, al))) ||
+        (c.trace_path && (rc = write_trace(c.trace_path, c.m.tg, s))))
         goto out;
-    }
-    cli_kernels_count(m.tg, s, al, &kn);
-    if (sched_path && write_schedule(sched_path, m.tg, s, al))
-        goto out;
-    if (trace_path && write_trace(trace_path, m.tg, s))
-        goto out;
-    if (as_json)
-        print_json(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s), al, &kn);
+    if (c.as_json)
+        print_json(&c.m, &r, &pi, &c.po, count_recomputed(c.m.tg, s), al, &kn);
     else
-        print_text(&m, &r, &pi, po.strategy, count_recomputed(m.tg, s), al, &kn);
+        print_text(&c.m, &r, &pi, &c.po, count_recomputed(c.m.tg, s), al, &kn);
     rc = 0;
 out:
     remat_schedule_free(s);
     remat_algos_free(al);
-    cli_model_fini(&m);
+    cli_model_fini(&c.m);
     return rc;
 }

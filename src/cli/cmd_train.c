@@ -1,28 +1,34 @@
 /*
  * cmd_train.c - `remat train MODEL`: plan the step, then train K steps inside the
- * planned arena and report planned against measured memory.
+ * planned arena and report planned against measured memory, the operating system's
+ * included (the process's resident-set growth over the trainer's life).
+ *
+ * One struct train_cmd holds the command's state; each phase (options, model, plan and
+ * trainer, data, steps, report) is its own function over it, and cmd_train runs them in
+ * order with one cleanup.
  */
 #include "cli/cli.h"
+#include "cli/progress.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static void help(FILE *f)
 {
     fprintf(f,
             "usage: remat train MODEL|FILE.onnx [options]\n\n"
             "Plans one training step, then runs K steps of SGD inside the planned arena\n"
-            "and reports the planned and measured peaks. MODEL is a zoo name (`remat zoo`);\n"
-            "an ONNX file (opsets 11-17, its output the logits) starts from its weights,\n"
-            "with a softmax cross-entropy loss added (--loss softmax-ce, the default and\n"
-            "only loss; docs/onnx.md).\n"
+            "and reports the planned and measured peaks, and how much the process's\n"
+            "resident set grew (the operating system's count, Linux). MODEL is a zoo name\n"
+            "(`remat zoo`); an ONNX file (opsets 11-17, its output the logits) starts from\n"
+            "its weights, with a softmax cross-entropy loss added (docs/onnx.md).\n"
             "Inputs and labels are synthetic, drawn from the seed, unless --data is given.\n"
             "REMAT_DEBUG=1 checks every allocation for overlaps with live buffers.\n\n"
             "  --batch N            batch size (default 1)\n"
             "  --steps K            training steps (default 3)\n"
             "  --strategy S         planning strategy (default none; see `remat plan --help`)\n"
-            "  --budget B|min       total memory budget (bytes with a unit, or min)\n"
+            "  --budget B|min       total memory budget (bytes with a unit, or min); on ref\n"
+            "                       and cpu without --host-file the host tier counts in it\n"
             "  --backend ref|cpu|cuda  kernels: plain C loops, oneDNN, or cuDNN and cuBLAS on\n"
             "                       an NVIDIA GPU (make CUDA=1; default ref)\n"
             "  --threads T          CPU threads (default: all cores)\n"
@@ -31,14 +37,49 @@ static void help(FILE *f)
             "  --input-size HxW     input height and width (default: the model's)\n"
             "  --classes K, --no-aux, --base-channels C, --cost flops|kusumoto   as for\n"
             "                       `remat plan`\n"
+            "  --loss softmax-ce    the loss: softmax cross-entropy of the logits against\n"
+            "                       the labels (the default and only loss)\n"
             "  --seed S             parameters, data and dropout (default 1)\n"
             "  --lr X --momentum X --weight-decay X   SGD (defaults 0.01, 0.9, 1e-4)\n"
             "  --data FILE          images and labels (format: docs/formats.md), used in order\n"
             "  --load FILE          start from saved parameters\n"
             "  --save FILE          save the parameters after training\n"
             "  --json               print the results as one JSON object\n"
-            "Planning:\n" CLI_OFFLOAD_HELP);
+            "Planning:\n"
+            "  --reproducible      each convolution's algorithm fixed whatever the budget,\n"
+            "                      so that any two plans of a model train to the same bits\n"
+            CLI_OFFLOAD_HELP);
 }
+
+/* The command's state: its options, then what it makes (freed by train_fini). */
+struct train_cmd {
+    struct cli_model m;
+    remat_plan_opts po;
+    remat_train_opts to;
+    const char *strategy, *load, *save, *data_path;
+    int64_t steps;
+    bool as_json;
+    remat_backend *be;         /* made once: its kernels' table, then the trainer */
+    remat_algos *al;
+    remat_schedule *s;
+    remat_plan_info pi;
+    remat_trainer *t;
+    remat_data *data;
+    float *xb;                 /* one batch of --data: (N, C, H, W) */
+    int32_t *yb;               /* its labels: (N) */
+    double *loss, *secs;       /* per step */
+};
+
+/* What the report prints, gathered once after the steps. */
+struct train_report {
+    remat_train_stats ts;
+    remat_sim_result sr;
+    struct cli_kernels kn;
+    double median_secs;
+    size_t os_growth;          /* the resident set's peak minus its size before */
+    size_t os_expected;        /* what the plan allocates in host memory */
+    const char *os_parts;      /* the parts os_expected adds up */
+};
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -60,245 +101,401 @@ static bool parse_f(const char *opt, const char *s, float *out)
     return true;
 }
 
-int cmd_train(int argc, char **argv)
+/* --seed, --lr, --momentum and --weight-decay into *to: 1 when argv[*i] was one of
+ * them, 0 when not, -1 on a bad value (printed). */
+static int sgd_option(remat_train_opts *to, int argc, char **argv, int *i)
 {
-    struct cli_model m = {.zoo = {.batch = 1}};
-    remat_plan_opts po = {0};
-    remat_train_opts to = remat_train_opts_default();
-    const char *strategy = "none", *load = NULL, *save = NULL, *data_path = NULL, *v;
-    remat_data *data = NULL;
-    float *xb = NULL;
-    int32_t *yb = NULL;
-    remat_schedule *s = NULL;
-    remat_trainer *t = NULL;
-    remat_plan_info pi;
-    remat_algos *al = NULL;
-    struct cli_kernels kn;
-    remat_train_stats ts;
-    remat_sim_result sr;
-    double *loss = NULL, *secs = NULL, *sorted = NULL;
-    int64_t steps = 3, x;
-    bool as_json = false;
-    int rc = 1, k;
+    const char *a = argv[*i], *v;
+    float *f = !strcmp(a, "--lr")             ? &to->lr
+               : !strcmp(a, "--momentum")     ? &to->momentum
+               : !strcmp(a, "--weight-decay") ? &to->weight_decay
+                                              : NULL;
+    int64_t x;
 
+    if (f)
+        return (v = cli_value(argc, argv, i)) && parse_f(a, v, f) ? 1 : -1;
+    if (strcmp(a, "--seed"))
+        return 0;
+    if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 0, INT64_MAX, &x))
+        return -1;
+    to->seed = (uint64_t)x;
+    return 1;
+}
+
+/* An option that names a file or a strategy: 1 when argv[*i] was one, 0 when not, -1
+ * when its value is missing (printed). */
+static int name_option(struct train_cmd *c, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char **dst = !strcmp(a, "--strategy")    ? &c->strategy
+                       : !strcmp(a, "--host-file") ? &c->to.host_file
+                       : !strcmp(a, "--data")      ? &c->data_path
+                       : !strcmp(a, "--load")      ? &c->load
+                       : !strcmp(a, "--save")      ? &c->save
+                                                   : NULL;
+
+    if (!dst)
+        return 0;
+    return (*dst = cli_value(argc, argv, i)) ? 1 : -1;
+}
+
+/* One option at argv[*i] (advancing *i past its value): 1 taken, -1 bad (printed). */
+static int parse_one(struct train_cmd *c, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *v;
+    int k;
+
+    if (!strcmp(a, "--json")) {
+        c->as_json = true;
+    } else if (!strcmp(a, "--reproducible")) {
+        c->po.reproducible = true;
+    } else if (!strcmp(a, "--loss")) {
+        if (!(v = cli_value(argc, argv, i)))
+            return -1;
+        if (strcmp(v, "softmax-ce"))
+            return cli_error("the loss is softmax-ce: softmax cross-entropy of the logits "
+                             "against labels", "train: unknown loss '%s'", v), -1;
+    } else if (!strcmp(a, "--steps")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 1000000, &c->steps))
+            return -1;
+    } else if (!strcmp(a, "--budget")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_budget(a, v, &c->po))
+            return -1;
+    } else if ((k = cli_backend_option(&c->to, argc, argv, i)) != 0 ||
+               (k = cli_offload_option(&c->po, argc, argv, i)) != 0 ||
+               (k = sgd_option(&c->to, argc, argv, i)) != 0 ||
+               (k = name_option(c, argc, argv, i)) != 0 ||
+               (k = cli_model_option(&c->m, argc, argv, i)) != 0) {
+        return k;
+    } else if (cli_model_arg("train", a, &c->m.spec)) {
+        return -1;
+    }
+    return 1;
+}
+
+enum parse_result { PARSE_OK, PARSE_HELP, PARSE_FAIL };
+
+/* The command line into c, and the plan options that follow from it. */
+static enum parse_result parse_args(struct train_cmd *c, int argc, char **argv)
+{
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             help(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            as_json = true;
-        } else if (!strcmp(a, "--steps")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 1000000, &steps))
-                return 1;
-        } else if (!strcmp(a, "--strategy")) {
-            if (!(strategy = cli_value(argc, argv, &i)))
-                return 1;
-        } else if (!strcmp(a, "--budget")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_budget(a, v, &po))
-                return 1;
-        } else if ((k = cli_backend_option(&to, argc, argv, &i)) != 0 ||
-                   (k = cli_offload_option(&po, argc, argv, &i)) != 0) {
-            if (k < 0)
-                return 1;
-        } else if (!strcmp(a, "--host-file")) {
-            if (!(to.host_file = cli_value(argc, argv, &i)))
-                return 1;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 0, INT64_MAX, &x))
-                return 1;
-            to.seed = (uint64_t)x;
-        } else if (!strcmp(a, "--lr")) {
-            if (!(v = cli_value(argc, argv, &i)) || !parse_f(a, v, &to.lr))
-                return 1;
-        } else if (!strcmp(a, "--momentum")) {
-            if (!(v = cli_value(argc, argv, &i)) || !parse_f(a, v, &to.momentum))
-                return 1;
-        } else if (!strcmp(a, "--weight-decay")) {
-            if (!(v = cli_value(argc, argv, &i)) || !parse_f(a, v, &to.weight_decay))
-                return 1;
-        } else if (!strcmp(a, "--data")) {
-            if (!(data_path = cli_value(argc, argv, &i)))
-                return 1;
-        } else if (!strcmp(a, "--load")) {
-            if (!(load = cli_value(argc, argv, &i)))
-                return 1;
-        } else if (!strcmp(a, "--save")) {
-            if (!(save = cli_value(argc, argv, &i)))
-                return 1;
-        } else if ((k = cli_model_option(&m, argc, argv, &i)) != 0) {
-            if (k < 0)
-                return 1;
-        } else if (cli_model_arg("train", a, &m.spec)) {
-            return 1;
+            return PARSE_HELP;
         }
+        if (parse_one(c, argc, argv, &i) < 0)
+            return PARSE_FAIL;
     }
-    if (!m.spec) {
+    if (!c->m.spec) {
         help(stderr);
-        return cli_error(NULL, "train: no model given");
+        cli_error(NULL, "train: no model given");
+        return PARSE_FAIL;
     }
-    po.strategy = remat_strategy_from_name(strategy);
-    if (po.strategy == REMAT_STRATEGY_COUNT)
-        return cli_error("`remat plan --help` lists the strategies", "train: unknown strategy "
-                         "'%s'", strategy);
-    if (cli_model_load(&m))
-        goto out;
-    if (m.is_dump) {
-        cli_error("train a zoo model", "%s: a graph dump has no shapes or weights to train",
-                  m.spec);
-        goto out;
+    c->po.strategy = remat_strategy_from_name(c->strategy);
+    if (c->po.strategy == REMAT_STRATEGY_COUNT) {
+        cli_error("`remat plan --help` lists the strategies", "train: unknown strategy '%s'",
+                  c->strategy);
+        return PARSE_FAIL;
     }
-    /* The backend's kernels are listed first: the plan chooses them and counts their
-     * scratch. */
-    if (remat_train_algos(m.g, m.tg, &to, &al) || !(po.algos = al) ||
-        remat_plan(m.tg, &po, &s, &pi) || remat_trainer_new(m.g, m.tg, s, &to, &t) ||
-        (m.weights && remat_onnx_weights_apply(m.weights, t)) ||
-        (load && remat_trainer_load(t, load))) {
-        cli_error(NULL, "%s: %s", m.spec, remat_errmsg());
-        goto out;
-    }
-    if (data_path && remat_graph_n_inputs(m.g) != 1) {
-        cli_error("train it on synthetic data (no --data)", "%s: --data feeds models with one "
-                  "input; this one has %d", m.spec, remat_graph_n_inputs(m.g));
-        goto out;
-    }
-    if (data_path) {
-        int64_t chw[3], shape[4];
+    /* On the host, an in-memory host tier takes the same memory as the arena. */
+    c->po.host_in_budget = c->to.backend != REMAT_BACKEND_CUDA && !c->to.host_file;
+    return cli_need_budget("train", &c->po) ? PARSE_FAIL : PARSE_OK;
+}
 
-        if (remat_data_open(data_path, &data)) {
-            cli_error(NULL, "%s", remat_errmsg());
-            goto out;
-        }
-        remat_data_sample_shape(data, chw);
-        remat_graph_value_shape(m.g, 0, shape); /* the zoo's input is value 0 */
-        if (chw[0] != shape[1] || chw[1] != shape[2] || chw[2] != shape[3]) {
-            cli_error("give --input-size to match the data", "%s: samples are %lldx%lldx%lld "
-                      "but %s takes %lldx%lldx%lld", data_path, (long long)chw[0],
-                      (long long)chw[1], (long long)chw[2], m.spec, (long long)shape[1],
-                      (long long)shape[2], (long long)shape[3]);
-            goto out;
-        }
-        xb = malloc(sizeof *xb * (size_t)(m.zoo.batch * chw[0] * chw[1] * chw[2]));
-        yb = malloc(sizeof *yb * (size_t)m.zoo.batch);
-        if (!xb || !yb) {
-            cli_error(NULL, "out of memory");
-            goto out;
-        }
-    }
-    loss = calloc((size_t)steps, sizeof *loss);
-    secs = calloc((size_t)steps, sizeof *secs);
-    sorted = calloc((size_t)steps, sizeof *sorted);
-    if (!loss || !secs || !sorted) {
-        cli_error(NULL, "out of memory");
-        goto out;
-    }
-    for (int64_t i = 0; i < steps; i++) {
+/* The backend's kernels and the plan (they choose the kernels and count their scratch),
+ * with the progress line while planning. */
+static remat_status plan_step(struct train_cmd *c)
+{
+    remat_plan_opts po;
+    struct progress pr;
+    char what[128];
+    remat_status st;
+
+    if ((st = remat_backend_new(&c->to, &c->be)) ||
+        (st = remat_backend_algos(c->be, c->m.g, c->m.tg, &c->al)))
+        return st;
+    c->po.algos = c->al;
+    snprintf(what, sizeof what, "train %s: planning", c->m.spec);
+    progress_begin(&pr, what, "", 0);
+    progress_wait_begin(&pr, remat_strategy_name(c->po.strategy),
+                        c->po.strategy == REMAT_STRATEGY_OPTIMAL
+                            ? (c->po.time_limit > 0 ? c->po.time_limit : 60) : 0);
+    po = c->po;
+    po.progress = progress_stage;
+    po.progress_ud = &pr;
+    st = remat_plan(c->m.tg, &po, &c->s, &c->pi);
+    progress_end(&pr);
+    return st;
+}
+
+/* Loads the model, plans and creates the trainer (from the ONNX file's weights or
+ * --load when given). 0, or an exit code after printing an error. */
+static int setup_trainer(struct train_cmd *c)
+{
+    struct cli_model *m = &c->m;
+    remat_status st;
+    int rc;
+
+    if ((rc = cli_model_load(m)))
+        return rc;
+    if (m->is_dump)
+        return cli_error("train a zoo model", "%s: a graph dump has no shapes or weights to "
+                         "train", m->spec);
+    if ((rc = cli_time_model(&c->to, &c->po)))
+        return rc;
+    if ((st = plan_step(c)) || (st = remat_trainer_on(c->be, m->g, m->tg, c->s, &c->to, &c->t)) ||
+        (m->weights && (st = remat_onnx_weights_apply(m->weights, c->t))) ||
+        (c->load && (st = remat_trainer_load(c->t, c->load))))
+        return cli_error_code(cli_exit_code(st), NULL, "%s: %s", m->spec, remat_errmsg());
+    return 0;
+}
+
+/* Opens --data when given, checks its samples' shape against the model's input and
+ * allocates one batch. 0, or 1 after printing an error. */
+static int open_data(struct train_cmd *c)
+{
+    const char *spec = c->m.spec;
+    int64_t chw[3], shape[4], n = c->m.zoo.batch;
+    remat_status st;
+
+    if (!c->data_path)
+        return 0;
+    if (remat_graph_n_inputs(c->m.g) != 1)
+        return cli_error("train it on synthetic data (no --data)", "%s: --data feeds models "
+                         "with one input; this one has %d", spec,
+                         remat_graph_n_inputs(c->m.g));
+    if ((st = remat_data_open(c->data_path, &c->data)))
+        return cli_error_code(cli_exit_code(st), NULL, "%s", remat_errmsg());
+    remat_data_sample_shape(c->data, chw);
+    remat_graph_value_shape(c->m.g, 0, shape); /* the zoo's input is value 0 */
+    if (chw[0] != shape[1] || chw[1] != shape[2] || chw[2] != shape[3])
+        return cli_error("give --input-size to match the data", "%s: samples are "
+                         "%lldx%lldx%lld but %s takes %lldx%lldx%lld", c->data_path,
+                         (long long)chw[0], (long long)chw[1], (long long)chw[2], spec,
+                         (long long)shape[1], (long long)shape[2], (long long)shape[3]);
+    c->xb = malloc(sizeof *c->xb * (size_t)(n * chw[0] * chw[1] * chw[2]));
+    c->yb = malloc(sizeof *c->yb * (size_t)n);
+    if (!c->xb || !c->yb)
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "out of memory");
+    return 0;
+}
+
+/* Runs the steps, printing each one's loss and time (on stderr under --json) with the
+ * progress line below, and saves the parameters with --save. 0, or an exit code after
+ * printing an error. */
+static int run_steps(struct train_cmd *c)
+{
+    FILE *f = c->as_json ? stderr : stdout;
+    int64_t n = c->m.zoo.batch;
+    const float *inputs[1] = {c->xb};
+    struct progress pr;
+    char what[128];
+    remat_status st;
+    int rc = 0;
+
+    c->loss = calloc((size_t)c->steps, sizeof *c->loss);
+    c->secs = calloc((size_t)c->steps, sizeof *c->secs);
+    if (!c->loss || !c->secs)
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "out of memory");
+    snprintf(what, sizeof what, "train %s", c->m.spec);
+    progress_begin(&pr, what, "steps", c->steps);
+    progress_step(&pr, 0, NULL);
+    for (int64_t i = 0; i < c->steps && !rc; i++) {
         double t0 = cli_now();
 
-        const float *inputs[1] = {xb};
-
-        if (data)
-            remat_data_batch(data, i * m.zoo.batch, m.zoo.batch, xb, yb);
-        if (remat_trainer_step(t, data ? inputs : NULL, yb, &loss[i])) {
-            cli_error(NULL, "%s: step %lld: %s", m.spec, (long long)i + 1, remat_errmsg());
-            goto out;
+        if (c->data)
+            remat_data_batch(c->data, i * n, n, c->xb, c->yb);
+        st = remat_trainer_step(c->t, c->data ? inputs : NULL, c->yb, &c->loss[i]);
+        progress_clear(&pr);
+        if (st) {
+            rc = cli_error_code(cli_exit_code(st), NULL, "%s: step %lld: %s", c->m.spec,
+                                (long long)i + 1, remat_errmsg());
+            break;
         }
-        secs[i] = cli_now() - t0;
-        fprintf(as_json ? stderr : stdout, "step %lld/%lld  loss %.6f  %.3f s  %.1f images/s\n",
-                (long long)i + 1, (long long)steps, loss[i], secs[i],
-                (double)m.zoo.batch / secs[i]);
-        fflush(as_json ? stderr : stdout);
+        c->secs[i] = cli_now() - t0;
+        fprintf(f, "step %lld/%lld  loss %.6f  %.3f s  %.1f images/s\n", (long long)i + 1,
+                (long long)c->steps, c->loss[i], c->secs[i], (double)n / c->secs[i]);
+        fflush(f);
+        progress_step(&pr, i + 1, NULL);
     }
-    if (save && remat_trainer_save(t, save)) {
-        cli_error(NULL, "%s", remat_errmsg());
+    progress_end(&pr);
+    if (!rc && c->save && (st = remat_trainer_save(c->t, c->save)))
+        rc = cli_error_code(CLI_EXIT_FAILED, NULL, "%s", remat_errmsg());
+    return rc;
+}
+
+/* What the trainer puts in the process's memory, against which its resident-set growth
+ * is read: the arena and the resident bytes, and the host tier when it has one. A host
+ * tier mapped from --host-file counts too (the file's pages, once written, are resident
+ * while mapped, though the kernel may write them back and drop them). On cuda the arena
+ * and the resident bytes are on the device. */
+static void os_expected(const struct train_cmd *c, struct train_report *r)
+{
+    const remat_train_stats *ts = &r->ts;
+    size_t host = ts->host_bytes;
+    bool file = c->to.host_file != NULL;
+
+    r->os_growth = ts->os_rss_peak_bytes > ts->os_rss_before_bytes
+                       ? ts->os_rss_peak_bytes - ts->os_rss_before_bytes
+                       : 0;
+    if (c->to.backend == REMAT_BACKEND_CUDA) {
+        r->os_expected = host;
+        r->os_parts = "host tier; the arena and resident bytes are on the device";
+        return;
+    }
+    r->os_expected = ts->arena_bytes + ts->resident_bytes + host;
+    r->os_parts = !host ? "arena + resident"
+                  : file ? "arena + resident + host tier mapped from its file"
+                         : "arena + resident + host tier";
+}
+
+/* The trainer's figures, the kernels the plan chose and the step times' median. 0, or 1
+ * after printing an error. */
+static int gather_report(const struct train_cmd *c, struct train_report *r)
+{
+    double *sorted;
+
+    remat_trainer_stats(c->t, &r->ts);
+    cli_kernels_count(c->m.tg, c->s, c->al, &r->kn);
+    if (remat_sim_run(c->m.tg, c->s, &r->sr))
+        return cli_error_code(CLI_EXIT_CHECK, NULL, "%s", remat_errmsg());
+    if (!(sorted = malloc(sizeof *sorted * (size_t)c->steps)))
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "out of memory");
+    memcpy(sorted, c->secs, sizeof *sorted * (size_t)c->steps);
+    qsort(sorted, (size_t)c->steps, sizeof *sorted, cmp_d);
+    r->median_secs = sorted[c->steps / 2];
+    free(sorted);
+    os_expected(c, r);
+    return 0;
+}
+
+/* The "os resident" line: the resident set's growth over the trainer's life against
+ * what the plan allocates in host memory. */
+static void print_os(const struct train_report *r)
+{
+    char a[32], b[32];
+
+    if (!r->ts.os_rss_peak_bytes) {
+        printf("os resident      unavailable (no /proc/self/status)\n");
+        return;
+    }
+    printf("os resident      +%s bytes over the steps (%s: %s bytes; ratio %.3f)\n",
+           cli_commas(r->os_growth, a, sizeof a), r->os_parts,
+           cli_commas(r->os_expected, b, sizeof b),
+           r->os_expected ? (double)r->os_growth / (double)r->os_expected : 0);
+}
+
+static void report_text(const struct train_cmd *c, const struct train_report *r)
+{
+    const remat_train_stats *ts = &r->ts;
+    size_t act = ts->planned_peak_bytes, lb = r->sr.lower_bound_bytes;
+    char a[32], b[32];
+
+    printf("planned peak     %s bytes (activations and the kernels' scratch)\n",
+           cli_commas(act, a, sizeof a));
+    printf("measured peak    %s bytes\n", cli_commas(ts->measured_peak_bytes, a, sizeof a));
+    cli_kernels_text(c->al, &r->kn, c->pi.scratch_reserve_bytes);
+    printf("arena            %s bytes (%.3fx the activation peak)\n",
+           cli_commas(ts->arena_bytes, a, sizeof a),
+           act ? (double)ts->arena_bytes / (double)act : 0);
+    printf("resident         %s bytes (%s)\n", cli_commas(ts->resident_bytes, a, sizeof a),
+           cli_human((double)ts->resident_bytes, b, sizeof b));
+    printf("lower limit      %s bytes (the largest single step); the activation peak "
+           "is %.2fx\n", cli_commas(lb, a, sizeof a), lb ? (double)act / (double)lb : 0);
+    if (c->pi.n_offloaded)
+        printf("host tier        %d values offloaded; planned %s bytes, measured %s; "
+               "copies %.3f s, %.3f s waited (%lld steps)\n", c->pi.n_offloaded,
+               cli_commas(ts->planned_host_bytes, a, sizeof a),
+               cli_commas(ts->measured_host_bytes, b, sizeof b), ts->copy_seconds,
+               ts->wait_seconds, (long long)c->steps);
+    print_os(r);
+    printf("median step      %.3f s\n", r->median_secs);
+    printf("param checksum   %016llx\n",
+           (unsigned long long)remat_trainer_param_checksum(c->t));
+}
+
+static void json_f64_array(struct json *j, const char *key, const double *v, int64_t n)
+{
+    json_key(j, key);
+    json_begin(j, NULL, '[');
+    for (int64_t i = 0; i < n; i++)
+        json_f64(j, NULL, v[i]);
+    json_end(j, ']');
+}
+
+static void report_json(const struct train_cmd *c, const struct train_report *r)
+{
+    const remat_train_stats *ts = &r->ts;
+    size_t lb = r->sr.lower_bound_bytes;
+    struct json j;
+    char hex[32];
+
+    json_begin(&j, stdout, '{');
+    json_str(&j, "model", c->m.spec);
+    json_i64(&j, "batch", c->m.zoo.batch);
+    json_str(&j, "strategy", remat_strategy_name(c->po.strategy));
+    json_str(&j, "backend", remat_backend_name(c->to.backend));
+    json_u64(&j, "planned_peak_bytes", ts->planned_peak_bytes);
+    json_u64(&j, "measured_peak_bytes", ts->measured_peak_bytes);
+    json_u64(&j, "arena_bytes", ts->arena_bytes);
+    cli_kernels_json(&j, c->al, &r->kn);
+    json_u64(&j, "activation_peak_bytes", ts->planned_peak_bytes);
+    json_u64(&j, "resident_bytes", ts->resident_bytes);
+    json_u64(&j, "lower_bound_bytes", lb);
+    json_i64(&j, "offloaded_values", c->pi.n_offloaded);
+    json_u64(&j, "planned_host_bytes", ts->planned_host_bytes);
+    json_u64(&j, "measured_host_bytes", ts->measured_host_bytes);
+    json_u64(&j, "transfer_bytes", ts->transfer_bytes);
+    json_f64(&j, "copy_seconds", ts->copy_seconds);
+    json_f64(&j, "wait_seconds", ts->wait_seconds);
+    json_f64(&j, "peak_to_lower_bound", lb ? (double)ts->planned_peak_bytes / (double)lb : 0);
+    json_u64(&j, "os_rss_before_bytes", ts->os_rss_before_bytes);
+    json_u64(&j, "os_rss_peak_bytes", ts->os_rss_peak_bytes);
+    json_u64(&j, "os_rss_growth_bytes", r->os_growth);
+    json_f64_array(&j, "loss", c->loss, c->steps);
+    json_f64_array(&j, "step_seconds", c->secs, c->steps);
+    json_f64(&j, "median_step_seconds", r->median_secs);
+    snprintf(hex, sizeof hex, "%016llx",
+             (unsigned long long)remat_trainer_param_checksum(c->t));
+    json_str(&j, "param_checksum", hex);
+    json_end(&j, '}');
+}
+
+static void train_fini(struct train_cmd *c)
+{
+    remat_data_free(c->data);
+    free(c->xb);
+    free(c->yb);
+    free(c->loss);
+    free(c->secs);
+    remat_trainer_free(c->t);
+    remat_schedule_free(c->s);
+    remat_algos_free(c->al);
+    remat_backend_free(c->be);
+    cli_model_fini(&c->m);
+}
+
+int cmd_train(int argc, char **argv)
+{
+    struct train_cmd c = {.m = {.zoo = {.batch = 1}}, .to = remat_train_opts_default(),
+                          .strategy = "none", .steps = 3};
+    struct train_report r;
+    enum parse_result p;
+    int rc;
+
+    cli_begin(argc, argv);
+    p = parse_args(&c, argc, argv);
+    if (p != PARSE_OK)
+        return p == PARSE_HELP ? 0 : 1;
+    if ((rc = setup_trainer(&c)) || (rc = open_data(&c)) || (rc = run_steps(&c)) ||
+        (rc = gather_report(&c, &r)))
         goto out;
-    }
-    remat_trainer_stats(t, &ts);
-    cli_kernels_count(m.tg, s, al, &kn);
-    if (remat_sim_run(m.tg, s, &sr)) {
-        cli_error(NULL, "%s", remat_errmsg());
-        goto out;
-    }
-    memcpy(sorted, secs, sizeof *secs * (size_t)steps);
-    qsort(sorted, (size_t)steps, sizeof *sorted, cmp_d);
-    if (as_json) {
-        struct json j;
-        char hex[32];
-
-        json_begin(&j, stdout, '{');
-        json_str(&j, "model", m.spec);
-        json_i64(&j, "batch", m.zoo.batch);
-        json_str(&j, "strategy", remat_strategy_name(po.strategy));
-        json_str(&j, "backend", remat_backend_name(to.backend));
-        json_u64(&j, "planned_peak_bytes", ts.planned_peak_bytes);
-        json_u64(&j, "measured_peak_bytes", ts.measured_peak_bytes);
-        json_u64(&j, "arena_bytes", ts.arena_bytes);
-        cli_kernels_json(&j, al, &kn);
-        json_u64(&j, "activation_peak_bytes", ts.planned_peak_bytes);
-        json_u64(&j, "resident_bytes", ts.resident_bytes);
-        json_u64(&j, "lower_bound_bytes", sr.lower_bound_bytes);
-        json_i64(&j, "offloaded_values", pi.n_offloaded);
-        json_u64(&j, "planned_host_bytes", ts.planned_host_bytes);
-        json_u64(&j, "measured_host_bytes", ts.measured_host_bytes);
-        json_u64(&j, "transfer_bytes", ts.transfer_bytes);
-        json_f64(&j, "copy_seconds", ts.copy_seconds);
-        json_f64(&j, "wait_seconds", ts.wait_seconds);
-        json_f64(&j, "peak_to_lower_bound", sr.lower_bound_bytes
-                                                ? (double)ts.planned_peak_bytes /
-                                                      (double)sr.lower_bound_bytes
-                                                : 0);
-        json_key(&j, "loss");
-        json_begin(&j, NULL, '[');
-        for (int64_t i = 0; i < steps; i++)
-            json_f64(&j, NULL, loss[i]);
-        json_end(&j, ']');
-        json_key(&j, "step_seconds");
-        json_begin(&j, NULL, '[');
-        for (int64_t i = 0; i < steps; i++)
-            json_f64(&j, NULL, secs[i]);
-        json_end(&j, ']');
-        json_f64(&j, "median_step_seconds", sorted[steps / 2]);
-        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)remat_trainer_param_checksum(t));
-        json_str(&j, "param_checksum", hex);
-        json_end(&j, '}');
-    } else {
-        char a[32], b[32];
-
-        size_t act = ts.planned_peak_bytes;
-
-        printf("planned peak     %s bytes (activations and the kernels' scratch)\n",
-               cli_commas(ts.planned_peak_bytes, a, sizeof a));
-        printf("measured peak    %s bytes\n", cli_commas(ts.measured_peak_bytes, a, sizeof a));
-        cli_kernels_text(al, &kn, pi.scratch_reserve_bytes);
-        printf("arena            %s bytes (%.3fx the activation peak)\n",
-               cli_commas(ts.arena_bytes, a, sizeof a),
-               act ? (double)ts.arena_bytes / (double)act : 0);
-        printf("resident         %s bytes (%s)\n", cli_commas(ts.resident_bytes, a, sizeof a),
-               cli_human((double)ts.resident_bytes, b, sizeof b));
-        printf("lower limit      %s bytes (the largest single step); the activation peak "
-               "is %.2fx\n", cli_commas(sr.lower_bound_bytes, a, sizeof a),
-               sr.lower_bound_bytes ? (double)act / (double)sr.lower_bound_bytes : 0);
-        if (pi.n_offloaded)
-            printf("host tier        %d values offloaded; planned %s bytes, measured %s; "
-                   "copies %.3f s, %.3f s waited (%lld steps)\n", pi.n_offloaded,
-                   cli_commas(ts.planned_host_bytes, a, sizeof a),
-                   cli_commas(ts.measured_host_bytes, b, sizeof b), ts.copy_seconds,
-                   ts.wait_seconds, (long long)steps);
-        printf("median step      %.3f s\n", sorted[steps / 2]);
-        printf("param checksum   %016llx\n", (unsigned long long)remat_trainer_param_checksum(t));
-    }
+    if (c.as_json)
+        report_json(&c, &r);
+    else
+        report_text(&c, &r);
     rc = 0;
 out:
-    remat_data_free(data);
-    free(xb);
-    free(yb);
-    free(loss);
-    free(secs);
-    free(sorted);
-    remat_trainer_free(t);
-    remat_schedule_free(s);
-    remat_algos_free(al);
-    cli_model_fini(&m);
+    train_fini(&c);
     return rc;
 }

@@ -21,7 +21,9 @@ int cmd_zoo(int argc, char **argv)
     bool as_json = false;
     struct json j;
     char buf[32];
+    remat_status st;
 
+    cli_begin(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             help(stdout);
@@ -30,7 +32,8 @@ int cmd_zoo(int argc, char **argv)
             as_json = true;
         } else {
             help(stderr);
-            return cli_error(NULL, "zoo: unknown argument '%s'", argv[i]);
+            return cli_error("`remat zoo --help` lists the options",
+                             "zoo: unknown argument '%s'", argv[i]);
         }
     }
     if (as_json)
@@ -41,8 +44,8 @@ int cmd_zoo(int argc, char **argv)
         remat_zoo_opts o = {.batch = 1};
         remat_graph *g = NULL;
 
-        if (remat_zoo_build(remat_zoo_name(i), &o, NULL, &g))
-            return cli_error(NULL, "%s", remat_errmsg());
+        if ((st = remat_zoo_build(remat_zoo_name(i), &o, NULL, &g)))
+            return cli_error_code(cli_exit_code(st), NULL, "%s", remat_errmsg());
         if (as_json) {
             json_begin(&j, NULL, '{');
             json_str(&j, "name", remat_zoo_name(i));

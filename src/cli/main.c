@@ -15,6 +15,7 @@ static const struct {
     {"compare", cmd_compare, "run every planning strategy on a model, in one table"},
     {"train", cmd_train, "train a model inside its planned memory"},
     {"depth", cmd_depth, "the deepest ResNet each strategy fits in a budget"},
+    {"report", cmd_report, "write an HTML page of every strategy's memory (charts)"},
 };
 
 static void usage(FILE *f)
@@ -44,6 +45,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
+    cli_begin(argc, argv);
     cli_error("`remat --help` lists the commands", "unknown command '%s'", argv[1]);
     return 2;
 }

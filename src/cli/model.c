@@ -42,71 +42,96 @@ int cli_model_option(struct cli_model *m, int argc, char **argv, int *i)
             return cli_error("--cost is flops (the default for models) or kusumoto (10 per "
                              "convolution, 1 otherwise; the default for graph dumps)",
                              "unknown cost model '%s'", v), -1;
-    } else if (!strcmp(a, "--loss")) {
-        if (!(v = cli_value(argc, argv, i)))
-            return -1;
-        if (strcmp(v, "softmax-ce"))
-            return cli_error("the loss is softmax-ce: softmax cross-entropy of the logits "
-                             "against labels", "unknown loss '%s'", v), -1;
     } else {
         return 0;
     }
     return 1;
 }
 
-static bool is_file(const char *p)
+/* The options that shape a zoo model, which a file fixes itself: the first one given,
+ * or NULL. */
+static const char *zoo_option_given(const struct cli_model *m)
 {
-    struct stat st;
+    if (m->zoo.classes)
+        return "--classes";
+    if (m->zoo.aux)
+        return "--no-aux";
+    if (m->zoo.base_channels)
+        return "--base-channels";
+    return NULL;
+}
 
-    return stat(p, &st) == 0;
+static int load_onnx(struct cli_model *m)
+{
+    remat_onnx_opts oo = {.batch = m->batch_given ? m->zoo.batch : 0};
+    const char *opt = zoo_option_given(m);
+    int64_t shape[4];
+    remat_status st;
+
+    if (m->size_given)
+        return cli_error("export the model at the size you want",
+                         "%s: --input-size does not apply to an ONNX file", m->spec);
+    if (opt)
+        return cli_error("export the model with the head you want", "%s: %s does not apply "
+                         "to an ONNX file (it applies to zoo models)", m->spec, opt);
+    m->is_onnx = true;
+    if ((st = remat_onnx_read(m->spec, &oo, NULL, &m->g, &m->weights)))
+        return cli_error_code(cli_exit_code(st), NULL, "%s", remat_errmsg());
+    if ((st = remat_tgraph_from_graph(m->g, &m->topts, &m->tg)))
+        return cli_error_code(cli_exit_code(st), NULL, "%s: %s", m->spec, remat_errmsg());
+    remat_graph_value_shape(m->g, 0, shape);
+    m->zoo.batch = shape[0];
+    return 0;
+}
+
+static int load_dump(struct cli_model *m)
+{
+    const char *opt = zoo_option_given(m);
+    remat_status st;
+
+    if (m->batch_given || m->size_given)
+        return cli_error("a graph dump fixes its batch and input size",
+                         "%s: --batch and --input-size do not apply to a graph dump",
+                         m->spec);
+    if (opt)
+        return cli_error("a graph dump fixes its layers", "%s: %s does not apply to a graph "
+                         "dump (it applies to zoo models)", m->spec, opt);
+    m->is_dump = true;
+    if ((st = remat_tgraph_read_dump(m->spec, &m->topts, NULL, &m->tg)))
+        return cli_error_code(cli_exit_code(st), NULL, "%s", remat_errmsg());
+    return 0;
+}
+
+static int load_zoo(struct cli_model *m)
+{
+    remat_status st = remat_zoo_build(m->spec, &m->zoo, NULL, &m->g);
+
+    if (st == REMAT_ERR_UNSUPPORTED)
+        return cli_error("`remat zoo` lists the models", "%s", remat_errmsg());
+    if (st)
+        return cli_error_code(cli_exit_code(st), NULL, "%s: %s", m->spec, remat_errmsg());
+    if ((st = remat_tgraph_from_graph(m->g, &m->topts, &m->tg)))
+        return cli_error_code(cli_exit_code(st), NULL, "%s: %s", m->spec, remat_errmsg());
+    return 0;
 }
 
 int cli_model_load(struct cli_model *m)
 {
     const char *dot = strrchr(m->spec, '.');
+    struct stat st;
 
-    if (is_file(m->spec)) {
-        if (dot && !strcmp(dot, ".onnx")) {
-            remat_onnx_opts oo = {.batch = m->batch_given ? m->zoo.batch : 0};
-
-            if (m->size_given)
-                return cli_error("export the model at the size you want",
-                                 "%s: --input-size does not apply to an ONNX file", m->spec);
-            m->is_onnx = true;
-            if (remat_onnx_read(m->spec, &oo, NULL, &m->g, &m->weights))
-                return cli_error(NULL, "%s", remat_errmsg());
-            if (remat_tgraph_from_graph(m->g, &m->topts, &m->tg))
-                return cli_error(NULL, "%s: %s", m->spec, remat_errmsg());
-            {
-                int64_t shape[4];
-
-                remat_graph_value_shape(m->g, 0, shape);
-                m->zoo.batch = shape[0];
-            }
-            return 0;
-        }
-        if (m->batch_given || m->size_given)
-            return cli_error("a graph dump fixes its batch and input size",
-                             "%s: --batch and --input-size do not apply to a graph dump",
+    if (stat(m->spec, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return cli_error("give a model file or a zoo name", "%s: is a directory",
                              m->spec);
-        m->is_dump = true;
-        if (remat_tgraph_read_dump(m->spec, &m->topts, NULL, &m->tg))
-            return cli_error(NULL, "%s", remat_errmsg());
-        return 0;
+        if (S_ISREG(st.st_mode) && st.st_size == 0)
+            return cli_error("give a graph dump (cg_*.txt) or an ONNX model (*.onnx)",
+                             "%s: empty file", m->spec);
+        return dot && !strcmp(dot, ".onnx") ? load_onnx(m) : load_dump(m);
     }
     if (strchr(m->spec, '/') || (dot && (!strcmp(dot, ".txt") || !strcmp(dot, ".onnx"))))
         return cli_error("check the path", "%s: no such file", m->spec);
-    switch (remat_zoo_build(m->spec, &m->zoo, NULL, &m->g)) {
-    case REMAT_OK:
-        break;
-    case REMAT_ERR_UNSUPPORTED:
-        return cli_error("`remat zoo` lists the models", "%s", remat_errmsg());
-    default:
-        return cli_error(NULL, "%s: %s", m->spec, remat_errmsg());
-    }
-    if (remat_tgraph_from_graph(m->g, &m->topts, &m->tg))
-        return cli_error(NULL, "%s: %s", m->spec, remat_errmsg());
-    return 0;
+    return load_zoo(m);
 }
 
 void cli_model_fini(struct cli_model *m)

@@ -10,18 +10,86 @@
 #include <string.h>
 #include <time.h>
 
+/* --json seen: errors go to stdout as JSON too; json_started: a JSON document is under
+ * way on stdout (an error then stays on stderr, so stdout holds one document). */
+static bool json_errors, json_started, error_written;
+
+void cli_begin(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--json"))
+            json_errors = true;
+}
+
+bool cli_json_mode(void)
+{
+    return json_errors;
+}
+
+static void put_string(FILE *f, const char *v);
+
+/* The error as {"error": msg, "hint": hint} on stdout: the first one only. */
+static void json_error(const char *msg, const char *hint)
+{
+    if (!json_errors || json_started || error_written)
+        return;
+    fputs("{\"error\":", stdout);
+    put_string(stdout, msg);
+    if (hint) {
+        fputs(",\"hint\":", stdout);
+        put_string(stdout, hint);
+    }
+    fputs("}\n", stdout);
+    fflush(stdout);
+    error_written = true;
+}
+
+static int verror(int code, const char *hint, const char *fmt, va_list ap)
+{
+    char msg[2048];
+
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "remat: %s\n", msg);
+    if (hint)
+        fprintf(stderr, "hint: %s\n", hint);
+    json_error(msg, hint);
+    return code;
+}
+
 int cli_error(const char *hint, const char *fmt, ...)
 {
     va_list ap;
+    int rc;
 
-    fputs("remat: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    rc = verror(CLI_EXIT_INPUT, hint, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    if (hint)
-        fprintf(stderr, "hint: %s\n", hint);
-    return 1;
+    return rc;
+}
+
+int cli_error_code(int code, const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    rc = verror(code, hint, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int cli_exit_code(remat_status st)
+{
+    switch (st) {
+    case REMAT_OK:
+        return CLI_EXIT_OK;
+    case REMAT_ERR_NOMEM:
+        return CLI_EXIT_FAILED;
+    case REMAT_ERR_INVALID:
+        return CLI_EXIT_CHECK;
+    default:
+        return CLI_EXIT_INPUT;
+    }
 }
 
 const char *cli_value(int argc, char **argv, int *i)
@@ -196,6 +264,27 @@ bool cli_parse_budget(const char *opt, const char *s, remat_plan_opts *po)
     return true;
 }
 
+int cli_need_budget(const char *cmd, const remat_plan_opts *po)
+{
+    const char *name = remat_strategy_name(po->strategy);
+
+    switch (po->strategy) {
+    case REMAT_STRATEGY_APPROX_TC:
+    case REMAT_STRATEGY_APPROX_MC:
+    case REMAT_STRATEGY_EXACT_TC:
+    case REMAT_STRATEGY_EXACT_MC:
+    case REMAT_STRATEGY_OPTIMAL:
+    case REMAT_STRATEGY_HYBRID:
+        if (po->budget_bytes || po->budget_min)
+            return 0;
+        return cli_error("give --budget B (bytes with a unit: 2GiB, 500MB) or --budget min "
+                         "(the least the strategy reaches)", "%s: %s plans for a memory "
+                         "budget, and none was given", cmd, name);
+    default:
+        return 0; /* none, chen-sqrtn, superneurons; chen-greedy: its least peak */
+    }
+}
+
 bool cli_parse_hw(const char *opt, const char *s, int64_t *h, int64_t *w)
 {
     char *e, *x;
@@ -274,6 +363,7 @@ void json_begin(struct json *j, FILE *f, char open)
     if (f) {
         j->f = f;
         j->depth = 0;
+        json_started = json_started || f == stdout;
     } else {
         json_sep(j, NULL);
     }

@@ -3,7 +3,8 @@
  * and overflow-checked size arithmetic.
  *
  * Errors: a failing function calls core_fail(status, fmt, ...) which records a message
- * in a thread-local buffer (with the source file and line) and returns the status, so
+ * in a thread-local buffer (with the source file and line when REMAT_DEBUG=1 is in the
+ * environment: users see the message alone) and returns the status, so
  * `return REMAT_FAIL(REMAT_ERR_ARG, "...")` is the usual idiom.
  */
 #ifndef REMAT_CORE_H

@@ -1,8 +1,11 @@
 /*
- * status.c - status names and the thread-local error message.
+ * status.c - status names and the thread-local error message. A message says what went
+ * wrong for the user; with REMAT_DEBUG=1 in the environment it also ends in the source
+ * location that set it ("[onnx.c:130]").
  */
 #include "core.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local char errbuf[1024];
@@ -37,6 +40,15 @@ void core_clear_error(void)
     errbuf[0] = '\0';
 }
 
+/* The source location ends a message only for developers: REMAT_DEBUG set (and not
+ * "0") in the environment. */
+static bool with_location(void)
+{
+    const char *d = getenv("REMAT_DEBUG");
+
+    return d && *d && strcmp(d, "0");
+}
+
 remat_status core_fail(remat_status s, const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
@@ -46,7 +58,7 @@ remat_status core_fail(remat_status s, const char *file, int line, const char *f
     va_start(ap, fmt);
     n = vsnprintf(errbuf, sizeof errbuf, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof errbuf)
+    if (n >= 0 && (size_t)n < sizeof errbuf && with_location())
         snprintf(errbuf + n, sizeof errbuf - (size_t)n, " [%s:%d]", base ? base + 1 : file,
                  line);
     return s;

@@ -8,8 +8,6 @@
 
 #include "kernels/kernels.h"
 
-#define BACKEND_MAX_ALGOS 8
-
 struct backend_ops {
     const char *name;
     remat_status (*create)(const remat_train_opts *o, void **ctx);
@@ -20,7 +18,7 @@ struct backend_ops {
     remat_status (*forward)(void *ctx, const struct kop *op);
     remat_status (*backward)(void *ctx, const struct kop *op);
     /* The algorithms op's forward or backward may run (their ids in ids[0..n), n at
-     * most BACKEND_MAX_ALGOS), fastest first; prepare says which can run op. */
+     * most KERNELS_MAX_ALGOS), fastest first; prepare says which can run op. */
     int32_t (*algos)(void *ctx, const struct kop *op, bool backward, int32_t *ids);
     const char *(*algo_name)(int32_t id);
     /* Readies what op's forward or backward will need with algorithm op->algo (its

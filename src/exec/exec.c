@@ -16,6 +16,7 @@
  * bits. Nothing is allocated while a step runs.
  */
 #include "exec/exec.h"
+#include "plan/algos.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -28,13 +29,6 @@ remat_train_opts remat_train_opts_default(void)
     remat_train_opts o = {REMAT_BACKEND_REF, 0, 1, 0.01f, 0.9f, 1e-4f, NULL};
 
     return o;
-}
-
-const char *remat_backend_name(remat_backend_kind b)
-{
-    static const char *const n[] = {"ref", "cpu", "cuda"};
-
-    return (unsigned)b < REMAT_BACKEND_COUNT ? n[b] : "unknown";
 }
 
 static uint64_t mix(uint64_t a, uint64_t b)
@@ -68,8 +62,9 @@ void remat_trainer_free(remat_trainer *t)
             t->be->release_pinned(t->ctx, t->host, t->lay.host_bytes);
             t->host = NULL;
         }
-        t->be->destroy(t->ctx);
     }
+    if (t->own_backend)
+        remat_backend_free(t->backend);
     if (t->host && t->host_mapped)
         munmap(t->host, t->lay.host_bytes);
     else
@@ -93,10 +88,32 @@ void remat_trainer_free(remat_trainer *t)
     core_free(a, t, sizeof *t);
 }
 
-/* The parts of a trainer that preparing the ops needs: checks, the backend and the
- * per-value and per-op arrays (no schedule, arena or parameters yet). */
-static remat_status trainer_begin(const remat_graph *g, const remat_tgraph *tg,
-                                  const remat_train_opts *o, remat_trainer **out)
+/* Training statistics over a single value per channel are undefined (the variance is
+ * 0 and the output is beta whatever the input): refused, as PyTorch refuses them. */
+static remat_status check_batch_norms(const remat_graph *g)
+{
+    for (int32_t o = 0; o < (int32_t)g->ops.n; o++) {
+        const struct gop *op = graph_op(g, o);
+        const struct gvalue *x;
+        char dims[96] = "";
+
+        if (op->type != REMAT_OP_BATCH_NORM)
+            continue;
+        x = graph_value(g, op->in[0]);
+        if (graph_numel(x) > (x->shape[1] > 1 ? x->shape[1] : 1))
+            continue;
+        for (int32_t d = 0, n = 0; d < x->ndim && n >= 0 && n < (int)sizeof dims; d++)
+            n += snprintf(dims + n, sizeof dims - (size_t)n, d ? "x%lld" : "%lld",
+                          (long long)x->shape[d]);
+        return REMAT_FAIL(REMAT_ERR_ARG, "batch norm '%s' would train on one value per "
+                          "channel (its input is %s): the statistics are undefined; use a "
+                          "larger batch or input", op->name ? op->name : "?", dims);
+    }
+    return REMAT_OK;
+}
+
+remat_status trainer_begin(remat_backend *b, const remat_graph *g, const remat_tgraph *tg,
+                           const remat_train_opts *o, remat_trainer **out)
 {
     const remat_allocator *a;
     remat_trainer *t;
@@ -106,6 +123,8 @@ static remat_status trainer_begin(const remat_graph *g, const remat_tgraph *tg,
     if (tg->n_values != (int32_t)g->values.n || tg->n_ops != (int32_t)g->ops.n)
         return REMAT_FAIL(REMAT_ERR_ARG, "the training graph was not made from this graph "
                           "(a graph dump has no shapes and cannot be trained)");
+    if ((st = check_batch_norms(g)))
+        return st;
     a = tgraph_al(tg);
     t = core_calloc(a, 1, sizeof *t);
     if (!t)
@@ -114,30 +133,23 @@ static remat_status trainer_begin(const remat_graph *g, const remat_tgraph *tg,
     t->tg = tg;
     t->o = o ? *o : remat_train_opts_default();
     t->debug = getenv("REMAT_DEBUG") != NULL;
-    switch (t->o.backend) {
-    case REMAT_BACKEND_REF:
-        t->be = backend_ref();
-        break;
-    case REMAT_BACKEND_CPU:
-        t->be = backend_cpu();
-        break;
-    case REMAT_BACKEND_CUDA:
-        t->be = backend_cuda();
-        break;
-    default:
-        t->be = NULL;
-    }
-    if (!t->be) {
-        remat_backend_kind kind = t->o.backend;
+    if (!b) {
+        if ((st = remat_backend_new(&t->o, &b))) {
+            core_free(a, t, sizeof *t);
+            return st;
+        }
+        t->own_backend = true;
+    } else if (b->o.backend != t->o.backend) {
+        remat_backend_kind want = t->o.backend;
 
         core_free(a, t, sizeof *t);
-        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the %s backend is not in this build",
-                          remat_backend_name(kind));
+        return REMAT_FAIL(REMAT_ERR_ARG, "a trainer for the %s backend on a %s backend",
+                          remat_backend_name(want), remat_backend_name(b->o.backend));
     }
-    if ((st = t->be->create(&t->o, &t->ctx))) {
-        t->be = NULL;
-        goto fail;
-    }
+    t->backend = b;
+    t->be = b->ops;
+    t->ctx = b->ctx;
+    t->o.threads = b->o.threads;
     nv = (size_t)tg->n_values;
     no = (size_t)tg->n_ops;
     nb = 2 * nv;
@@ -174,8 +186,7 @@ fail:
 static void fill_kop(remat_trainer *t, int32_t o, struct kop *k);
 static struct ktensor grad_tensor(const remat_trainer *t, int32_t v);
 
-/* A dry kop of op's forward or backward: tensors with shapes and stand-in data. */
-static void dry_kop(remat_trainer *t, int32_t o, bool backward, struct kop *k)
+void dry_kop(remat_trainer *t, int32_t o, bool backward, struct kop *k)
 {
     fill_kop(t, o, k);
     k->update_stats = !backward;
@@ -184,93 +195,6 @@ static void dry_kop(remat_trainer *t, int32_t o, bool backward, struct kop *k)
     k->dout = grad_tensor(t, graph_op(t->g, o)->out);
     if (t->tg->ops[o].n_gin == 0)
         k->dout.data = NULL; /* the loss: its gradient is 1 */
-}
-
-/* Lists in a the algorithms of every op's forward and backward that the backend can
- * run, with their scratch (all of them, or with first_only the fastest that runs). */
-static remat_status list_algos(remat_trainer *t, bool first_only, remat_algos *a)
-{
-    const remat_tgraph *tg = t->tg;
-    remat_status st = REMAT_OK;
-    struct kop k;
-
-    t->dry = true;
-    for (int32_t o = 0; o < tg->n_ops && !st; o++)
-        for (int pass = 0; pass < 2 && !st; pass++) {
-            int32_t ids[BACKEND_MAX_ALGOS], n, n0 = a->n;
-
-            a->first[2 * o + pass] = a->n;
-            if (tg->ops[o].is_view || (pass && !tg->ops[o].has_bwd))
-                continue;
-            dry_kop(t, o, pass, &k);
-            n = t->be->algos(t->ctx, &k, pass, ids);
-            REMAT_ASSERT(n >= 1 && n <= BACKEND_MAX_ALGOS);
-            for (int32_t j = 0; j < n && !st && !(first_only && a->n > n0); j++) {
-                size_t need;
-
-                k.algo = ids[j];
-                st = t->be->prepare(t->ctx, &k, pass, &need);
-                if (st == REMAT_ERR_UNSUPPORTED && j + 1 < n) { /* another may run it */
-                    core_clear_error();
-                    st = REMAT_OK;
-                    continue;
-                }
-                if (!st)
-                    st = algos_push(a, ids[j], need);
-            }
-            if (!st && a->n == n0)
-                st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the %s backend cannot run the %s of "
-                                "op %d (%s)", t->be->name, pass ? "backward" : "forward",
-                                (int)o, tg->ops[o].type_name);
-        }
-    a->first[2 * tg->n_ops] = a->n;
-    t->dry = false;
-    return st;
-}
-
-/* A table for t's graph and backend (see list_algos). */
-static remat_status make_algos(remat_trainer *t, bool first_only, remat_algos **out)
-{
-    const remat_allocator *al = tgraph_al(t->tg);
-    remat_algos *a = core_calloc(al, 1, sizeof *a);
-    remat_status st;
-
-    *out = NULL;
-    if (!a)
-        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory listing the kernels");
-    if (al)
-        a->al = *al;
-    a->backend = t->o.backend;
-    a->n_ops = t->tg->n_ops;
-    a->name = t->be->algo_name;
-    a->first = core_calloc(al, 2 * (size_t)a->n_ops + 1, sizeof *a->first);
-    if (!a->first)
-        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory listing the kernels");
-    else
-        st = list_algos(t, first_only, a);
-    if (st) {
-        remat_algos_free(a);
-        return st;
-    }
-    *out = a;
-    return REMAT_OK;
-}
-
-remat_status remat_train_algos(const remat_graph *g, const remat_tgraph *tg,
-                               const remat_train_opts *o, remat_algos **out)
-{
-    remat_trainer *t = NULL;
-    remat_status st;
-
-    if (!g || !tg || !out)
-        return REMAT_FAIL(REMAT_ERR_ARG, "remat_train_algos needs a graph, its training graph "
-                          "and a place for the table");
-    *out = NULL;
-    if ((st = trainer_begin(g, tg, o, &t)))
-        return st;
-    st = make_algos(t, false, out);
-    remat_trainer_free(t);
-    return st;
 }
 
 /* Prepares every op's forward and backward on the backend with the algorithm the
@@ -351,9 +275,17 @@ remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
                                const remat_schedule *s, const remat_train_opts *o,
                                remat_trainer **out)
 {
+    return remat_trainer_on(NULL, g, tg, s, o, out);
+}
+
+remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const remat_tgraph *tg,
+                              const remat_schedule *s, const remat_train_opts *o,
+                              remat_trainer **out)
+{
     remat_trainer *t = NULL;
     remat_sim_result r;
     remat_status st;
+    struct rss_mark mark;
 
     if (!out)
         return REMAT_FAIL(REMAT_ERR_ARG, "no place for the trainer");
@@ -361,8 +293,10 @@ remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
     if (!g || !tg || !s)
         return REMAT_FAIL(REMAT_ERR_ARG, "a trainer needs a graph, its training graph and a "
                           "schedule");
-    if ((st = remat_sim_run(tg, s, &r)) || (st = trainer_begin(g, tg, o, &t)))
+    rss_mark_begin(&mark); /* before anything below allocates */
+    if ((st = remat_sim_run(tg, s, &r)) || (st = trainer_begin(b, g, tg, o, &t)))
         return st;
+    t->rss = mark;
     if (s->algo && s->backend != t->o.backend) {
         st = REMAT_FAIL(REMAT_ERR_ARG, "the schedule's kernels were chosen for the %s backend; "
                         "train it there or plan again for %s", remat_backend_name(s->backend),
@@ -398,6 +332,7 @@ remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
     if ((st = host_tier(t)) || (st = params_setup(t)) || (st = prepare_ops(t)))
         goto fail;
     params_init(t);
+    t->rss_sampled = rss_current_bytes();
     *out = t;
     return REMAT_OK;
 fail:
@@ -769,6 +704,8 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
     st->transfer_bytes = t->transfer_bytes;
     st->copy_seconds = t->be->copy_seconds(t->ctx);
     st->wait_seconds = t->wait_seconds;
+    st->os_rss_before_bytes = t->rss.before_bytes;
+    st->os_rss_peak_bytes = rss_mark_peak(&t->rss, t->rss_sampled);
 }
 
 #ifndef REMAT_CUDA

@@ -5,9 +5,17 @@
 #ifndef REMAT_EXEC_H
 #define REMAT_EXEC_H
 
+#include "core/rss.h"
 #include "exec/backend.h"
 #include "graph/tgraph.h"
 #include "mem/layout.h"
+
+/* A backend's functions, its context and the options it was made with. */
+struct remat_backend {
+    const struct backend_ops *ops;
+    void *ctx;
+    remat_train_opts o;
+};
 
 struct remat_trainer {
     const remat_graph *g;
@@ -15,7 +23,9 @@ struct remat_trainer {
     const remat_schedule *s;  /* the schedule run: the caller's, or own */
     remat_schedule *own;      /* the caller's with the kernels chosen, when it had none */
     remat_train_opts o;
-    const struct backend_ops *be;
+    remat_backend *backend;   /* the caller's, or own_backend */
+    bool own_backend;
+    const struct backend_ops *be; /* backend->ops and ->ctx */
     void *ctx;
     struct layout lay;
     char *arena;
@@ -51,7 +61,24 @@ struct remat_trainer {
     void *hook_ud;
     bool debug;               /* REMAT_DEBUG set: check every allocation for overlaps */
     bool dry;                 /* preparing: tensors get stand-in data */
+    /* The operating system's view: the mark taken as remat_trainer_new began (the
+     * high-water mark reset, the resident set before), and the resident set sampled when
+     * it returned (the peak's fallback where the reset fails, see core/rss.h). */
+    struct rss_mark rss;
+    size_t rss_sampled;
 };
+
+/* exec.c: the parts of a trainer that listing or preparing the kernels needs (checks,
+ * the backend, b's or its own when NULL, and the per-value and per-op arrays; no
+ * schedule, arena or parameters); a dry kop of op's forward or backward (tensors with
+ * shapes and stand-in data). */
+remat_status trainer_begin(remat_backend *b, const remat_graph *g, const remat_tgraph *tg,
+                           const remat_train_opts *o, remat_trainer **out);
+void dry_kop(remat_trainer *t, int32_t o, bool backward, struct kop *k);
+
+/* algos.c: the kernels' table of t's graph and backend (every algorithm that runs, or
+ * with first_only the fastest that runs, per op and pass). */
+remat_status make_algos(remat_trainer *t, bool first_only, remat_algos **out);
 
 /* params.c */
 remat_status params_setup(remat_trainer *t);

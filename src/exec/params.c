@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 remat_status params_setup(remat_trainer *t)
 {
@@ -261,6 +262,7 @@ remat_status remat_trainer_load(remat_trainer *t, const char *path)
     FILE *f;
     char magic[8], name[300];
     uint32_t count, len, nd;
+    struct stat sb;
     remat_status st = REMAT_OK;
 
     if (!t || !path)
@@ -268,6 +270,11 @@ remat_status remat_trainer_load(remat_trainer *t, const char *path)
     f = fopen(path, "rb");
     if (!f)
         return REMAT_FAIL(REMAT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (!fstat(fileno(f), &sb) && (S_ISDIR(sb.st_mode) || (S_ISREG(sb.st_mode) && !sb.st_size))) {
+        st = REMAT_FAIL(REMAT_ERR_IO, "%s: %s", path,
+                        S_ISDIR(sb.st_mode) ? "is a directory" : "empty file");
+        goto out;
+    }
     if (fread(magic, 1, 8, f) != 8 || memcmp(magic, MAGIC, 8) || fread(&count, 4, 1, f) != 1) {
         st = REMAT_FAIL(REMAT_ERR_PARSE, "%s: not a remat parameter file", path);
         goto out;
@@ -283,7 +290,11 @@ remat_status remat_trainer_load(remat_trainer *t, const char *path)
         }
         name[len] = '\0';
         for (uint32_t d = 0; d < nd; d++)
-            n *= dims[d] > 0 ? dims[d] : 0;
+            if (dims[d] <= 0 || !core_mul_i64(n, dims[d], &n)) {
+                st = REMAT_FAIL(REMAT_ERR_PARSE, "%s: '%s' has a bad dimension %lld", path,
+                                name, (long long)dims[d]);
+                goto out;
+            }
         dst = find(t, name, &want);
         if (!dst || want != n) {
             st = REMAT_FAIL(REMAT_ERR_PARSE, "%s: '%s' %s", path, name,

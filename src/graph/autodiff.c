@@ -169,7 +169,7 @@ remat_status remat_tgraph_from_graph(const remat_graph *g, const remat_tgraph_op
         const struct gop *gop = graph_op(g, (int32_t)i);
 
         fill_op(g, tg, (int32_t)i, dep, &used);
-        tg->ops[i].type_name = core_strdup(a, op_info(gop->type)->name);
+        tg->ops[i].type_name = core_strdup(a, remat_op_name(gop->type));
         if (!tg->ops[i].type_name) {
             s = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in autodiff");
             goto out;

@@ -145,12 +145,12 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
         return fail(g, REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "unknown op type %d", (int)type));
     info = op_info(type);
     if (!name) {
-        snprintf(nbuf, sizeof nbuf, "%s%zu", info->name, g->ops.n);
+        snprintf(nbuf, sizeof nbuf, "%s%zu", remat_op_name(type), g->ops.n);
         name = nbuf;
     }
     if (n_inputs < info->min_in || n_inputs > info->max_in || !inputs)
         return fail(g, REMAT_FAIL(REMAT_ERR_ARG, "op '%s' (%s): takes %d to %d inputs, got %d",
-                                  name, info->name, info->min_in,
+                                  name, remat_op_name(type), info->min_in,
                                   info->max_in > 1000 ? 1000000 : info->max_in, n_inputs));
     if ((size_t)n_inputs > REMAT_ARRAY_LEN(inv)) {
         in = core_calloc(graph_al(g), (size_t)n_inputs, sizeof *in);
@@ -163,13 +163,13 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
 
         if (inputs[i] < 0 || (size_t)inputs[i] >= g->values.n) {
             s = REMAT_FAIL(REMAT_ERR_ARG, "op '%s' (%s): input %d is not a value (id %d)",
-                           name, info->name, i, inputs[i]);
+                           name, remat_op_name(type), i, inputs[i]);
             goto fail;
         }
         v = graph_value(g, inputs[i]);
         if (v->kind == VK_AUX || v->kind == VK_PARAM || (v->kind == VK_LABEL) != label_slot) {
             s = REMAT_FAIL(REMAT_ERR_ARG, "op '%s' (%s): input %d ('%s') cannot be used here",
-                           name, info->name, i, v->name);
+                           name, remat_op_name(type), i, v->name);
             goto fail;
         }
         in[i] = v;
@@ -186,13 +186,13 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
         goto fail;
     if (!numel_ok(&out) || (info->has_aux && !numel_ok(&aux))) {
         s = REMAT_FAIL(REMAT_ERR_SHAPE, "op '%s' (%s): the output would be empty or have "
-                       "more than 2^40 elements", name, info->name);
+                       "more than 2^40 elements", name, remat_op_name(type));
         goto fail;
     }
     for (int i = 0; i < n_params; i++)
         if (!numel_ok(&params[i])) {
             s = REMAT_FAIL(REMAT_ERR_SHAPE, "op '%s' (%s): parameter too large", name,
-                           info->name);
+                           remat_op_name(type));
             goto fail;
         }
 

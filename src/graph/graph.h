@@ -76,7 +76,6 @@ enum bwd_reads {
 };
 
 struct op_info {
-    const char *name;
     int32_t min_in, max_in;   /* data inputs (parameters are added by the op) */
     bool is_view;             /* output shares the input's buffer */
     bool has_aux;

@@ -749,38 +749,38 @@ static double flops_sum_losses(const struct gvalue *const *in, int n_in,
 
 #define MANY 1 << 20
 static const struct op_info table[] = {
-    [REMAT_OP_CONV2D] = {"conv2d", 1, 1, false, false, BR_IN0, infer_conv2d, flops_conv2d},
-    [REMAT_OP_CONV_TRANSPOSE2D] = {"conv_transpose2d", 1, 1, false, false, BR_IN0,
+    [REMAT_OP_CONV2D] = {1, 1, false, false, BR_IN0, infer_conv2d, flops_conv2d},
+    [REMAT_OP_CONV_TRANSPOSE2D] = {1, 1, false, false, BR_IN0,
                                    infer_convt, flops_convt},
-    [REMAT_OP_BATCH_NORM] = {"batch_norm", 1, 1, false, true, BR_IN0 | BR_AUX, infer_bn,
+    [REMAT_OP_BATCH_NORM] = {1, 1, false, true, BR_IN0 | BR_AUX, infer_bn,
                              flops_bn},
-    [REMAT_OP_RELU] = {"relu", 1, 1, false, false, BR_OUT, infer_same, flops_relu},
-    [REMAT_OP_MAX_POOL] = {"max_pool", 1, 1, false, true, BR_IN0 | BR_AUX, infer_pool,
+    [REMAT_OP_RELU] = {1, 1, false, false, BR_OUT, infer_same, flops_relu},
+    [REMAT_OP_MAX_POOL] = {1, 1, false, true, BR_IN0 | BR_AUX, infer_pool,
                            flops_maxpool},
-    [REMAT_OP_AVG_POOL] = {"avg_pool", 1, 1, false, false, 0, infer_avgpool, flops_avgpool},
-    [REMAT_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, 1, false, false, 0, infer_gap,
+    [REMAT_OP_AVG_POOL] = {1, 1, false, false, 0, infer_avgpool, flops_avgpool},
+    [REMAT_OP_GLOBAL_AVG_POOL] = {1, 1, false, false, 0, infer_gap,
                                   flops_in},
-    [REMAT_OP_ADD] = {"add", 2, MANY, false, false, 0, infer_add, flops_add},
-    [REMAT_OP_CONCAT] = {"concat", 1, MANY, false, false, 0, infer_concat, flops_out},
-    [REMAT_OP_LINEAR] = {"linear", 1, 1, false, false, BR_IN0, infer_linear, flops_linear},
-    [REMAT_OP_FLATTEN] = {"flatten", 1, 1, true, false, 0, infer_flatten, flops_zero},
-    [REMAT_OP_RESHAPE] = {"reshape", 1, 1, true, false, 0, infer_reshape, flops_zero},
-    [REMAT_OP_DROPOUT] = {"dropout", 1, 1, false, false, 0, infer_dropout, flops_dropout},
-    [REMAT_OP_UPSAMPLE_BILINEAR] = {"upsample_bilinear", 1, 1, false, false, 0,
+    [REMAT_OP_ADD] = {2, MANY, false, false, 0, infer_add, flops_add},
+    [REMAT_OP_CONCAT] = {1, MANY, false, false, 0, infer_concat, flops_out},
+    [REMAT_OP_LINEAR] = {1, 1, false, false, BR_IN0, infer_linear, flops_linear},
+    [REMAT_OP_FLATTEN] = {1, 1, true, false, 0, infer_flatten, flops_zero},
+    [REMAT_OP_RESHAPE] = {1, 1, true, false, 0, infer_reshape, flops_zero},
+    [REMAT_OP_DROPOUT] = {1, 1, false, false, 0, infer_dropout, flops_dropout},
+    [REMAT_OP_UPSAMPLE_BILINEAR] = {1, 1, false, false, 0,
                                     infer_upsample, flops_upsample},
-    [REMAT_OP_CROP] = {"crop", 1, 1, false, false, 0, infer_crop, flops_out},
-    [REMAT_OP_PAD] = {"pad", 1, 1, false, false, 0, infer_pad, flops_pad},
-    [REMAT_OP_SOFTMAX_CE] = {"softmax_ce", 2, 2, false, true, BR_IN1 | BR_AUX,
+    [REMAT_OP_CROP] = {1, 1, false, false, 0, infer_crop, flops_out},
+    [REMAT_OP_PAD] = {1, 1, false, false, 0, infer_pad, flops_pad},
+    [REMAT_OP_SOFTMAX_CE] = {2, 2, false, true, BR_IN1 | BR_AUX,
                              infer_softmax_ce, flops_softmax_ce},
-    [REMAT_OP_SUM_LOSSES] = {"sum_losses", 1, MANY, false, false, 0, infer_sum_losses,
+    [REMAT_OP_SUM_LOSSES] = {1, MANY, false, false, 0, infer_sum_losses,
                              flops_sum_losses},
-    [REMAT_OP_CLIP] = {"clip", 1, 1, false, false, BR_OUT, infer_clip, flops_relu},
-    [REMAT_OP_LEAKY_RELU] = {"leaky_relu", 1, 1, false, false, BR_OUT, infer_leaky,
+    [REMAT_OP_CLIP] = {1, 1, false, false, BR_OUT, infer_clip, flops_relu},
+    [REMAT_OP_LEAKY_RELU] = {1, 1, false, false, BR_OUT, infer_leaky,
                              flops_relu},
-    [REMAT_OP_SIGMOID] = {"sigmoid", 1, 1, false, false, BR_OUT, infer_same, flops_sigmoid},
-    [REMAT_OP_MUL] = {"mul", 2, 2, false, false, BR_IN0 | BR_IN1, infer_mul, flops_add},
-    [REMAT_OP_SOFTMAX] = {"softmax", 1, 1, false, false, BR_OUT, infer_softmax, flops_softmax},
-    [REMAT_OP_TRANSPOSE] = {"transpose", 1, 1, false, false, 0, infer_transpose, flops_out},
+    [REMAT_OP_SIGMOID] = {1, 1, false, false, BR_OUT, infer_same, flops_sigmoid},
+    [REMAT_OP_MUL] = {2, 2, false, false, BR_IN0 | BR_IN1, infer_mul, flops_add},
+    [REMAT_OP_SOFTMAX] = {1, 1, false, false, BR_OUT, infer_softmax, flops_softmax},
+    [REMAT_OP_TRANSPOSE] = {1, 1, false, false, 0, infer_transpose, flops_out},
 };
 _Static_assert(REMAT_ARRAY_LEN(table) == REMAT_OP_COUNT, "op table matches REMAT_OPS");
 
@@ -788,11 +788,4 @@ const struct op_info *op_info(remat_op op)
 {
     REMAT_ASSERT((unsigned)op < REMAT_OP_COUNT);
     return &table[op];
-}
-
-const char *remat_op_name(remat_op op)
-{
-    if ((unsigned)op >= REMAT_OP_COUNT)
-        return "unknown";
-    return table[op].name;
 }

@@ -29,6 +29,11 @@ remat_status remat_data_open(const char *path, remat_data **out)
     f = fopen(path, "rb");
     if (!f)
         return REMAT_FAIL(REMAT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (!fstat(fileno(f), &sb) && (S_ISDIR(sb.st_mode) || (S_ISREG(sb.st_mode) && !sb.st_size))) {
+        st = REMAT_FAIL(REMAT_ERR_IO, "%s: %s", path,
+                        S_ISDIR(sb.st_mode) ? "is a directory" : "empty file");
+        goto out;
+    }
     if (fstat(fileno(f), &sb) || fread(magic, 1, 8, f) != 8 || memcmp(magic, "REMATDAT", 8) ||
         fread(hdr, 8, 4, f) != 4) {
         st = REMAT_FAIL(REMAT_ERR_PARSE, "%s: not a remat data file (see docs/formats.md)", path);

@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_FILE_BYTES ((size_t)1 << 30)
 
@@ -48,9 +49,14 @@ static remat_status read_file(struct reader *r)
     FILE *f = fopen(r->path, "rb");
     size_t cap = 1 << 16, n = 0, got;
     char *buf = NULL, *nb;
+    struct stat sb;
 
     if (!f)
         return REMAT_FAIL(REMAT_ERR_IO, "cannot open '%s': %s", r->path, strerror(errno));
+    if (!fstat(fileno(f), &sb) && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return REMAT_FAIL(REMAT_ERR_IO, "%s: is a directory", r->path);
+    }
     buf = core_alloc(r->a, cap);
     if (!buf)
         goto nomem;
@@ -76,6 +82,8 @@ static remat_status read_file(struct reader *r)
     }
     fclose(f);
     buf[n] = '\0';
+    if (!n)
+        return core_free(r->a, buf, cap), perr(r, 1, "empty file");
     if (memchr(buf, '\0', n))
         return core_free(r->a, buf, cap),
                REMAT_FAIL(REMAT_ERR_PARSE, "'%s' is not a text file (it holds NUL bytes)",

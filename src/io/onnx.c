@@ -28,6 +28,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define ONNX_MAX_BYTES ((size_t)1 << 31)
 #define OPSET_MIN 11
@@ -677,6 +678,8 @@ remat_status remat_onnx_read_buffer(const void *data, size_t n, const char *labe
     *weights = NULL;
     if (!data && n)
         return REMAT_FAIL(REMAT_ERR_ARG, "no data");
+    if (!n)
+        return REMAT_FAIL(REMAT_ERR_PARSE, "%s: empty file", r.label);
     if (n > ONNX_MAX_BYTES)
         return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: %zu bytes; ONNX files stop at 2 GiB",
                           r.label, n);
@@ -721,6 +724,7 @@ remat_status remat_onnx_read(const char *path, const remat_onnx_opts *o,
     FILE *f;
     long size;
     void *buf = NULL;
+    struct stat sb;
     remat_status st;
 
     if (!path)
@@ -728,6 +732,10 @@ remat_status remat_onnx_read(const char *path, const remat_onnx_opts *o,
     f = fopen(path, "rb");
     if (!f)
         return REMAT_FAIL(REMAT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (!fstat(fileno(f), &sb) && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return REMAT_FAIL(REMAT_ERR_IO, "%s: is a directory", path);
+    }
     if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
         fclose(f);
         return REMAT_FAIL(REMAT_ERR_IO, "cannot read '%s'", path);

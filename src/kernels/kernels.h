@@ -35,6 +35,9 @@
 
 #include "core/core.h"
 
+/* The most algorithms one op's forward or backward offers (backend.h: algos). */
+#define KERNELS_MAX_ALGOS 8
+
 struct ktensor {
     float *data;
     int64_t shape[4];

@@ -1,30 +1,21 @@
 /*
  * layout.h - offsets in one arena for every plan-controlled buffer instance of a
- * schedule, so that no two instances that are live at the same time overlap.
+ * schedule, so that no two instances that are live at the same time overlap, and the
+ * host tier's the same way.
  *
- * An instance is one allocation of a buffer: from the step that allocates it (a FWD's
- * output, a BWD's first write of a gradient) to the FREE that releases it. A buffer
- * recomputed three times has three instances, which may sit at different offsets.
- * Offsets are assigned greedily by decreasing size, each at the lowest address that
- * does not collide with an already placed instance whose lifetime overlaps (best known
- * simple heuristic for this strip-packing problem); the arena's size is the highest end.
- * A PREFETCH allocates an instance like a FWD. A FWD or BWD whose kernel takes scratch
- * (the schedule's choice) gets an instance of buffer -1 living during that step only,
- * after the step's own. The host tier is laid out the same way:
- * a host instance lives from an OFFLOAD to the WAIT that ends the PREFETCH bringing the
- * value back.
+ * The instances are the simulator's (sim/sim.h: one allocation of a buffer each, from
+ * the step that allocates it to the FREE that releases it; a buffer recomputed three
+ * times has three, which may sit at different offsets; a kernel's scratch lives during
+ * its step); the layout gives them offsets (pack.h) and the executor replays them in
+ * order. The arena's size is the highest end, at least the largest sum of aligned sizes
+ * live at one step (layout_load), which it usually meets.
  */
 #ifndef REMAT_LAYOUT_H
 #define REMAT_LAYOUT_H
 
-#include "plan/schedule.h"
+#include "mem/pack.h"
+#include "sched/schedule.h"
 
-struct instance {
-    int32_t buf;           /* -1: a step's scratch */
-    size_t first, last;    /* steps: allocated at first, freed after last */
-    size_t bytes;
-    size_t offset;
-};
 
 struct layout {
     struct instance *inst;  /* in allocation order */
@@ -38,6 +29,9 @@ struct layout {
     size_t align;
     const remat_allocator *al;
 };
+
+/* arena_bytes / peak_bytes (1 for an empty layout): the fragmentation. */
+double layout_ratio(const struct layout *lay);
 
 /* Lays out a valid schedule (REMAT_ERR_INVALID if a step touches a dead buffer). */
 remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,

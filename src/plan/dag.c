@@ -3,7 +3,7 @@
  * of lower sets to a schedule.
  */
 #include "plan/dag.h"
-#include "plan/schedule.h"
+#include "sched/schedule.h"
 
 #include <string.h>
 
@@ -291,7 +291,7 @@ remat_status chain_lower(const remat_tgraph *tg, const struct dag *d, const stru
                 (st = schedule_push(s, REMAT_STEP_BWD, d->op[nodes[k]])))
                 goto out;
     }
-    st = plan_liveness(tg, s, out);
+    st = schedule_liveness(tg, s, out);
 out:
     remat_schedule_free(s);
     core_free(a, order, sizeof *order * ((size_t)n + 1));

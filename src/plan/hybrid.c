@@ -19,7 +19,7 @@
  */
 #include "plan/kusumoto.h"
 #include "plan/planners.h"
-#include "plan/schedule.h"
+#include "sched/schedule.h"
 
 #include <math.h>
 
@@ -75,9 +75,10 @@ static remat_status make_bases(const remat_tgraph *tg, struct bases *b)
         if ((st = lower_keep(tg, &d, kept, k == 1, &s)) || (st = add_base(tg, b, s)))
             goto out;
     /* the DP's chains */
-    if ((st = lsets_build(&d, LS_APPROX, NULL, 0, &ls)) || (st = kusumoto_min_budget(&d, &ls, &lo)))
+    if ((st = lsets_build(&d, LS_APPROX, NULL, 0, &ls)) ||
+        (st = kusumoto_min_budget(&d, &ls, NULL, &lo)))
         goto out;
-    if ((st = kusumoto_plan(&d, &ls, true, lo, &c, &res)))
+    if ((st = kusumoto_plan(&d, &ls, true, lo, NULL, &c, &res)))
         goto out;
     if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))
         goto out;
@@ -85,7 +86,7 @@ static remat_status make_bases(const remat_tgraph *tg, struct bases *b)
         double f = (double)j / (N_SWEEP - 1);
         size_t at = (size_t)((double)lo * pow((double)hi / (double)lo, f));
 
-        if ((st = kusumoto_plan(&d, &ls, false, at, &c, &res)))
+        if ((st = kusumoto_plan(&d, &ls, false, at, NULL, &c, &res)))
             goto out;
         if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))
             goto out;
@@ -117,7 +118,8 @@ static remat_status least_peak(const remat_tgraph *tg, const remat_plan_opts *o,
     *peak = SIZE_MAX;
     if (o->no_offload)
         return planner_sim_peak(tg, base, peak);
-    if (!(st = plan_offload(tg, base, NULL, &t, o->bandwidth, o->flops, &s, NULL)))
+    if (!(st = plan_offload(tg, base, NULL, &t, o->bandwidth, o->flops, o->copy_slowdown, &s,
+                            NULL)))
         st = planner_sim_peak(tg, s, peak);
     remat_schedule_free(s);
     return st;
@@ -127,7 +129,7 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
                          remat_schedule **out, remat_plan_info *info)
 {
     struct bases b = {{NULL}, 0};
-    remat_sim_opts so = {o->bandwidth, o->flops};
+    remat_sim_opts so = {o->bandwidth, o->flops, o->copy_slowdown};
     remat_sim_result best = {0}, r;
     remat_plan_info pi = {0};
     remat_status st;
@@ -158,7 +160,8 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
                 goto out;
             pi.n_offloaded = 0;
             pi.offloaded_bytes = 0;
-        } else if ((st = plan_offload(tg, b.s[i], NULL, &t, o->bandwidth, o->flops, &s, &pi))) {
+        } else if ((st = plan_offload(tg, b.s[i], NULL, &t, o->bandwidth, o->flops,
+                                      o->copy_slowdown, &s, &pi))) {
             goto out;
         }
         if ((st = remat_sim_run_opts(tg, s, &so, &r))) {

@@ -39,7 +39,19 @@ struct dp {
     struct point *pts;
     size_t n_pts, cap_pts;
     const remat_allocator *al;
+    const struct dp_progress *pg;
+    const char *stage;           /* the pass under way, for pg */
 };
+
+/* Reports pass progress after lower set j of n: the pairs done grow as j^2; at most a
+ * hundred calls a pass. */
+static void report(const struct dp *p, int32_t j, int32_t n)
+{
+    double f = (double)j * j / ((double)n * n), g = (double)(j - 1) * (j - 1) / ((double)n * n);
+
+    if (p->pg && p->pg->fn && (int)(100 * f) != (int)(100 * g))
+        p->pg->fn(p->pg->ud, p->stage, f);
+}
 
 static double block_t(const struct dp *p, int32_t i, int32_t j, size_t *dm, size_t *dmv)
 {
@@ -154,6 +166,7 @@ static remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, i
         struct point one = {INT32_MAX, -1, -1, SIZE_MAX};
         bool any = false;
 
+        report(p, j, n);
         if (mode == DP_FRONTIER)
             for (size_t q = 0; q < nt; q++)
                 best[q] = SIZE_MAX;
@@ -284,7 +297,8 @@ static void dp_fini(struct dp *p)
     core_free(p->al, p->pts, sizeof *p->pts * p->cap_pts);
 }
 
-remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls, size_t *out)
+remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
+                                 const struct dp_progress *pg, size_t *out)
 {
     struct dp p;
     size_t lo = 0, hi = 2 * ls->m[ls->n - 1] + 1;
@@ -293,6 +307,8 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls, si
     /* The single block {V} needs 2 M(V): feasible at hi. Invariant: lo infeasible. */
     if ((st = dp_init(&p, d, ls, hi)))
         return st;
+    p.pg = pg;
+    p.stage = "DP: the least budget, one bisection step";
     while (hi - lo > 1 && (double)(hi - lo) > 1e-5 * (double)hi) {
         size_t mid = lo + (hi - lo) / 2;
 
@@ -310,7 +326,8 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls, si
 }
 
 remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
-                           size_t budget, struct chain *c, struct dp_result *res)
+                           size_t budget, const struct dp_progress *pg, struct chain *c,
+                           struct dp_result *res)
 {
     struct dp p;
     int32_t set, pt, nb = 0, last = ls->n - 1;
@@ -321,6 +338,8 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
     memset(res, 0, sizeof *res);
     if ((st = dp_init(&p, d, ls, budget)))
         return st;
+    p.pg = pg;
+    p.stage = "DP: least memory";
     /* Memory-centric: the least cached memory at V (then the least overhead), which is
      * the last point of V's Pareto frontier; one state per set finds it exactly, since
      * transitions add the same (t, m) to every state and allow the smaller m first. */
@@ -339,12 +358,14 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
             st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
             goto out;
         }
+        p.stage = "DP: least time";
         if ((st = dp_run(&p, DP_MIN_T, NULL, 0)))
             goto out;
         if (p.fr_n[last] > 0 && p.pts[p.fr_at[last]].t < ub)
             ub = p.pts[p.fr_at[last]].t;
         dp_lower_bounds(&p, lb);
         /* Deepening: a small bound prunes hard; double it until a chain fits under it. */
+        p.stage = "DP: the time-memory frontier, one deepening";
         for (int32_t guess = lb[0] > 0 ? lb[0] : 1;; guess = guess > ub / 2 ? ub : 2 * guess) {
             if ((st = dp_run(&p, DP_FRONTIER, lb, guess < ub ? guess : ub)))
                 goto out;

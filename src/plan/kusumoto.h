@@ -12,10 +12,18 @@ struct dp_result {
     bool feasible;
 };
 
+/* Where the DP reports how far a pass is (remat_plan_opts.progress; fn may be NULL). */
+struct dp_progress {
+    void (*fn)(void *ud, const char *stage, double done);
+    void *ud;
+};
+
 /* The chain at activation budget B; c->block and c->kept have d->n entries. */
 remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
-                           size_t budget, struct chain *c, struct dp_result *res);
+                           size_t budget, const struct dp_progress *pg, struct chain *c,
+                           struct dp_result *res);
 /* The smallest B at which the DP is feasible (bisection to within 1e-5 relative). */
-remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls, size_t *out);
+remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
+                                 const struct dp_progress *pg, size_t *out);
 
 #endif

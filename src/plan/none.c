@@ -3,7 +3,7 @@
  * forward in op order, backward in reverse, nothing recomputed; the liveness pass then
  * frees each buffer after its last use, so what stays is what the backward reads.
  */
-#include "plan/schedule.h"
+#include "sched/schedule.h"
 
 remat_status remat_plan_none(const remat_tgraph *tg, remat_schedule **out)
 {
@@ -24,7 +24,7 @@ remat_status remat_plan_none(const remat_tgraph *tg, remat_schedule **out)
     for (int32_t o = tg->n_ops; o-- > 0;)
         if (tg->ops[o].has_bwd && (st = schedule_push(s, REMAT_STEP_BWD, o)))
             goto out;
-    st = plan_liveness(tg, s, out);
+    st = schedule_liveness(tg, s, out);
 out:
     remat_schedule_free(s);
     return st;

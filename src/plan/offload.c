@@ -23,7 +23,7 @@
  * result's simulated peak never exceeds it.
  */
 #include "plan/planners.h"
-#include "plan/schedule.h"
+#include "sched/schedule.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -143,10 +143,13 @@ static int by_r2_desc(const void *x, const void *y)
     return a->buf < b->buf ? -1 : a->buf > b->buf;
 }
 
-/* Narrows every gap (step 3). Candidates come sorted by r1 descending. */
-static void narrow(struct pass *p, size_t target, double bw)
+/* Narrows every gap (step 3). Candidates come sorted by r1 descending. Times are on the
+ * clock of compute at full speed: a copy of t seconds lets (1 - slowdown) t of it pass
+ * (the compute cores' share a copy under way leaves them, as the simulator models it),
+ * so with slowdown 1 no compute hides a copy and every gap stays at its widest. */
+static void narrow(struct pass *p, size_t target, double bw, double slowdown)
 {
-    double engine = 0;
+    double engine = 0, keep = 1 - slowdown;
 
     /* Copies out, in issue order (r1 ascending). */
     for (int32_t i = p->nc; i-- > 0;) {
@@ -156,7 +159,7 @@ static void narrow(struct pass *p, size_t target, double bw)
         if (!c->off)
             continue;
         start = p->clock[c->r1] > engine ? p->clock[c->r1] : engine;
-        end = start + (double)c->bytes / bw;
+        end = start + keep * (double)c->bytes / bw;
         engine = end;
         while (p->clock[c->x] < end && c->x + 2 < c->z && p->live[c->x + 1] + c->bytes <= target)
             p->live[++c->x] += c->bytes;
@@ -171,7 +174,7 @@ static void narrow(struct pass *p, size_t target, double bw)
         if (!c->off)
             continue;
         need = p->clock[c->r2 - 1] < engine ? p->clock[c->r2 - 1] : engine;
-        start = need - (double)c->bytes / bw;
+        start = need - keep * (double)c->bytes / bw;
         engine = start;
         while (p->clock[c->z] > start && c->z > c->x + 2 && p->live[c->z - 1] + c->bytes <= target)
             p->live[--c->z] += c->bytes;
@@ -241,7 +244,7 @@ out:
 }
 
 remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const bool *cand,
-                          size_t *target, double bandwidth, double flops,
+                          size_t *target, double bandwidth, double flops, double slowdown,
                           remat_schedule **out, remat_plan_info *info)
 {
     const remat_allocator *a = tgraph_al(tg);
@@ -290,7 +293,7 @@ remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const
                 c->off = false;
             }
         }
-        narrow(&p, *target, bw);
+        narrow(&p, *target, bw, slowdown);
     }
     if (info) {
         info->n_offloaded = 0;

@@ -72,7 +72,7 @@
  * allocations comes from the graph's allocator.
  */
 #include "plan/optimal.h"
-#include "plan/schedule.h"
+#include "sched/schedule.h"
 
 #include <math.h>
 #include <string.h>
@@ -376,7 +376,7 @@ static remat_status opt_lower(const struct opt *o, const bool *R, const bool *S,
         if (t >= nf && (st = schedule_push(s, REMAT_STEP_BWD, o->bop[t - nf])))
             goto out;
     }
-    st = plan_liveness(tg, s, out);
+    st = schedule_liveness(tg, s, out);
 out:
     remat_schedule_free(s);
     return st;

@@ -4,29 +4,11 @@
  */
 #include "plan/kusumoto.h"
 #include "plan/planners.h"
-#include "plan/schedule.h"
+#include "mem/layout.h"
+#include "plan/algos.h"
 
+#include <stdio.h>
 #include <string.h>
-
-static const char *const names[] = {
-#define REMAT_X_NAME(e, s) s,
-    REMAT_STRATEGIES(REMAT_X_NAME)
-#undef REMAT_X_NAME
-};
-_Static_assert(REMAT_ARRAY_LEN(names) == REMAT_STRATEGY_COUNT, "strategy names");
-
-const char *remat_strategy_name(remat_strategy s)
-{
-    return (unsigned)s < REMAT_STRATEGY_COUNT ? names[s] : "unknown";
-}
-
-remat_strategy remat_strategy_from_name(const char *name)
-{
-    for (int i = 0; name && i < REMAT_STRATEGY_COUNT; i++)
-        if (!strcmp(name, names[i]))
-            return (remat_strategy)i;
-    return REMAT_STRATEGY_COUNT;
-}
 
 remat_status planner_sim_peak(const remat_tgraph *tg, const remat_schedule *s, size_t *peak)
 {
@@ -64,13 +46,14 @@ remat_status planner_finish(const remat_tgraph *tg, remat_schedule **s)
 
 /* The DP's chain at budget B, lowered (*out stays NULL when infeasible). */
 static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
-                               const struct lsets *ls, bool mc, size_t budget, struct chain *c,
+                               const struct lsets *ls, bool mc, size_t budget,
+                               const struct dp_progress *pg, struct chain *c,
                                struct dp_result *res, remat_schedule **out)
 {
     remat_status st;
 
     *out = NULL;
-    if ((st = kusumoto_plan(d, ls, mc, budget, c, res)) || !res->feasible)
+    if ((st = kusumoto_plan(d, ls, mc, budget, pg, c, res)) || !res->feasible)
         return st;
     if ((st = chain_lower(tg, d, c, out)))
         return st;
@@ -88,6 +71,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
     struct lsets ls;
     struct chain c = {0, NULL, NULL};
     struct dp_result res;
+    struct dp_progress pg = {o->progress, o->progress_ud};
     size_t peak;
     int32_t *key = NULL;
     remat_status st;
@@ -116,14 +100,14 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
         goto out;
     }
-    if (o->budget_min && (st = kusumoto_min_budget(&d, &ls, budget)))
+    if (o->budget_min && (st = kusumoto_min_budget(&d, &ls, &pg, budget)))
         goto out;
-    if ((st = plan_dp_at(tg, &d, &ls, mc, *budget, &c, &res, out)))
+    if ((st = plan_dp_at(tg, &d, &ls, mc, *budget, &pg, &c, &res, out)))
         goto out;
     if (!res.feasible) {
         size_t min_b = 0;
 
-        if (!(st = kusumoto_min_budget(&d, &ls, &min_b)))
+        if (!(st = kusumoto_min_budget(&d, &ls, &pg, &min_b)))
             st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan fits an activation budget of "
                             "%zu bytes; the smallest that fits is %zu bytes (%zu in total "
                             "with the resident bytes and workspace, %zu)",
@@ -153,7 +137,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
             size_t mid = lo + (hi - lo) / 2;
             remat_schedule *s = NULL;
 
-            if ((st = plan_dp_at(tg, &d, &ls, mc, mid, &c, &res, &s)))
+            if ((st = plan_dp_at(tg, &d, &ls, mc, mid, &pg, &c, &res, &s)))
                 break;
             if (res.feasible && !(st = planner_sim_peak(tg, s, &peak)) && peak <= target) {
                 remat_schedule_free(fit);
@@ -173,8 +157,8 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
             size_t min_b = 0;
 
             /* The smallest budget that works: the simulated peak at the DP's minimum. */
-            if (!(st = kusumoto_min_budget(&d, &ls, &min_b)) &&
-                !(st = plan_dp_at(tg, &d, &ls, mc, min_b, &c, &res, &fit)) &&
+            if (!(st = kusumoto_min_budget(&d, &ls, &pg, &min_b)) &&
+                !(st = plan_dp_at(tg, &d, &ls, mc, min_b, &pg, &c, &res, &fit)) &&
                 !(st = planner_sim_peak(tg, fit, &peak)))
                 st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan's simulated peak fits an "
                                 "activation budget of %zu bytes; the smallest that fits is "
@@ -251,13 +235,202 @@ static remat_status best_of_others(const remat_tgraph *tg, size_t budget, remat_
     return REMAT_OK;
 }
 
+/* A planner: decisions at the activation budget *budget (SIZE_MAX / 4: none), or its
+ * least peak when o->budget_min (then *budget becomes that peak where it searches). */
+typedef remat_status (*planner_fn)(const remat_tgraph *tg, const remat_plan_opts *o,
+                                   size_t *budget, remat_schedule **out,
+                                   remat_plan_info *info);
+
+static remat_status run_none(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
+                             remat_schedule **out, remat_plan_info *info)
+{
+    return remat_plan_none(tg, out);
+}
+
+static remat_status run_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
+                           remat_schedule **out, remat_plan_info *info)
+{
+    return plan_dp(tg, o, tg->resident_bytes, budget, out, info);
+}
+
+static remat_status run_heuristic(const remat_tgraph *tg, const remat_plan_opts *o,
+                                  size_t *budget, remat_schedule **out, remat_plan_info *info)
+{
+    /* a budget of 0 makes them take their least-peak variant */
+    return plan_heuristic(tg, o, o->budget_min ? 0 : *budget, out, info);
+}
+
+static remat_status run_optimal(const remat_tgraph *tg, const remat_plan_opts *o,
+                                size_t *budget, remat_schedule **out, remat_plan_info *info)
+{
+    remat_status st = planner_other(tg, o, budget, out, info);
+
+    return st ? st : best_of_others(tg, *budget, out, info);
+}
+
+static const planner_fn planners[] = {
+    [REMAT_STRATEGY_NONE] = run_none,
+    [REMAT_STRATEGY_APPROX_TC] = run_dp,
+    [REMAT_STRATEGY_APPROX_MC] = run_dp,
+    [REMAT_STRATEGY_EXACT_TC] = run_dp,
+    [REMAT_STRATEGY_EXACT_MC] = run_dp,
+    [REMAT_STRATEGY_CHEN_SQRTN] = run_heuristic,
+    [REMAT_STRATEGY_CHEN_GREEDY] = run_heuristic,
+    [REMAT_STRATEGY_SUPERNEURONS] = run_heuristic,
+    [REMAT_STRATEGY_OPTIMAL] = run_optimal,
+    [REMAT_STRATEGY_HYBRID] = plan_hybrid,
+};
+_Static_assert(REMAT_ARRAY_LEN(planners) == REMAT_STRATEGY_COUNT, "a planner per strategy");
+
+/* What every attempt shares: the options, the kernels' rule and the time spent. */
+struct planning {
+    const remat_tgraph *tg;
+    remat_plan_opts o;
+    int32_t force;         /* the kernels' rule (algos.h) */
+    size_t reserve;        /* the largest least scratch of an op under that rule */
+    bool least;            /* budget min */
+};
+
+/*
+ * One attempt: the strategy at activation budget act (its least peak when least), the
+ * kernels chosen within cap bytes (SIZE_MAX: none; 0: each step its least scratch),
+ * and the result packed. Fills info (its total_bytes: what training allocates).
+ * REMAT_ERR_INFEASIBLE when the strategy's plan passes act.
+ */
+static remat_status attempt(const struct planning *p, bool least, size_t act, size_t cap,
+                            remat_schedule **out, remat_plan_info *info)
+{
+    const remat_tgraph *tg = p->tg;
+    remat_plan_opts o = p->o;
+    size_t budget = least ? SIZE_MAX / 4 : act, peak;
+    struct layout lay;
+    remat_status st;
+
+    memset(info, 0, sizeof *info);
+    info->scratch_reserve_bytes = p->reserve;
+    o.budget_min = least;
+    *out = NULL;
+    if ((st = planners[o.strategy](tg, &o, &budget, out, info)))
+        goto fail;
+    if (!is_dp(o.strategy) && (st = planner_finish(tg, out)))
+        goto fail;
+    /* every plan is measured by the simulator; a plan above its budget is refused */
+    if ((st = planner_sim_peak(tg, *out, &peak)))
+        goto fail;
+    if (!least && peak > act) {
+        info->activation_budget_bytes = peak; /* what it needs */
+        st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: the plan's simulated peak of %zu bytes is "
+                        "above the activation budget of %zu bytes",
+                        remat_strategy_name(o.strategy), peak, act);
+        goto fail;
+    }
+    if (o.algos &&
+        ((st = algos_choose(tg, o.algos, p->force, least ? 0 : cap, *out,
+                            &info->n_algo_choices, &info->n_algo_fastest)) ||
+         (st = planner_sim_peak(tg, *out, &peak))))
+        goto fail;
+    if ((st = layout_build(tg, *out, ARENA_ALIGN, &lay)))
+        goto fail;
+    info->arena_bytes = lay.arena_bytes;
+    info->host_arena_bytes = lay.host_bytes;
+    layout_fini(&lay);
+    info->activation_budget_bytes = least ? peak : act;
+    info->total_bytes = info->arena_bytes + tg->resident_bytes +
+                        (o.host_in_budget ? info->host_arena_bytes : 0);
+    info->feasible = true;
+    return REMAT_OK;
+fail:
+    remat_schedule_free(*out);
+    *out = NULL;
+    return st;
+}
+
+/*
+ * The plan whose packed arena and resident bytes fit the total budget B: the strategy
+ * plans at an activation budget a, first B minus the resident bytes and the kernels'
+ * reserve; a packed result above B lowers a by the excess, a strategy that cannot
+ * plan at a raises it to what it needs (else bisection between the two, at most 40
+ * attempts). Last, the strategy's least-peak plan with each step's least scratch, which
+ * fits every budget from its own total up: so the total budget min reports is one this
+ * accepts.
+ */
+static remat_status plan_fit(const struct planning *p, size_t B, remat_schedule **out,
+                             remat_plan_info *info)
+{
+    size_t avail = B - p->tg->resident_bytes, lo = 0, hi = avail + 1;
+    size_t a = avail > p->reserve ? avail - p->reserve : avail / 2;
+    remat_status st = REMAT_OK;
+
+    for (int k = 0; k < 40 && lo + 1 < hi; k++) {
+        size_t next;
+
+        st = attempt(p, false, a, avail, out, info);
+        if (!st && info->total_bytes <= B)
+            return REMAT_OK;
+        if (st && st != REMAT_ERR_INFEASIBLE)
+            return st;
+        if (st) { /* the strategy needs more than a: what it said, or halfway */
+            lo = a;
+            next = info->activation_budget_bytes;
+            if (next <= lo || next >= hi)
+                next = lo + (hi - lo) / 2;
+        } else { /* packed, it passes B */
+            hi = a;
+            remat_schedule_free(*out);
+            *out = NULL;
+            next = info->total_bytes - B < a ? a - (info->total_bytes - B) : 0;
+            if (next <= lo)
+                next = lo + (hi - lo) / 2;
+        }
+        a = next;
+    }
+    if ((st = attempt(p, true, 0, 0, out, info)))
+        return st;
+    if (info->total_bytes <= B)
+        return REMAT_OK;
+    remat_schedule_free(*out);
+    *out = NULL;
+    return REMAT_ERR_INFEASIBLE;
+}
+
+/*
+ * Budget min: the strategy's least-peak plan with each step's least scratch, packed; its
+ * total is the budget reported (plan_fit accepts every budget from it up).
+ */
+static remat_status plan_least(const struct planning *p, size_t *B, remat_schedule **out,
+                               remat_plan_info *info)
+{
+    remat_status st = attempt(p, true, 0, 0, out, info);
+
+    *B = st ? 0 : info->total_bytes;
+    return st;
+}
+
+/* The refusal of budget B: the smallest total that works, when it can be found. */
+static remat_status refuse(const struct planning *p, size_t B)
+{
+    remat_schedule *s = NULL;
+    remat_plan_info info;
+    size_t least = 0;
+    char why[512];
+
+    snprintf(why, sizeof why, "%s", remat_errmsg());
+    if (plan_least(p, &least, &s, &info))
+        return REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan fits a budget of %zu bytes in "
+                          "total (%s)", remat_strategy_name(p->o.strategy), B, why);
+    remat_schedule_free(s);
+    return REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan fits a budget of %zu bytes in total "
+                      "(packed arena with the kernels' scratch, plus %zu resident bytes); "
+                      "the smallest that fits is %zu bytes", remat_strategy_name(p->o.strategy),
+                      B, p->tg->resident_bytes, least);
+}
+
 remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_schedule **out,
                         remat_plan_info *info)
 {
     remat_plan_info dummy;
-    remat_plan_opts opts = {0};
-    size_t budget, peak, fixed, reserve;
-    int32_t force = -1;
+    struct planning p = {tg, {0}, ALGO_FIT, 0, false};
+    size_t B;
     double t0 = core_seconds();
     remat_status st;
 
@@ -267,89 +440,38 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     if (!tg)
         return REMAT_FAIL(REMAT_ERR_ARG, "no training graph");
     if (o)
-        opts = *o;
+        p.o = *o;
     if (!info)
         info = &dummy;
     memset(info, 0, sizeof *info);
-    if ((unsigned)opts.strategy >= REMAT_STRATEGY_COUNT)
-        return REMAT_FAIL(REMAT_ERR_ARG, "unknown strategy %d", (int)opts.strategy);
-    if (opts.algos && (st = algos_allowed(opts.algos, opts.conv_algo, &force)))
+    if ((unsigned)p.o.strategy >= REMAT_STRATEGY_COUNT)
+        return REMAT_FAIL(REMAT_ERR_ARG, "unknown strategy %d", (int)p.o.strategy);
+    if (p.o.algos && (st = algos_allowed(p.o.algos, p.o.conv_algo, &p.force)))
         return st;
-    if (!opts.algos && opts.conv_algo && strcmp(opts.conv_algo, "fit"))
+    if (!p.o.algos && p.o.conv_algo && strcmp(p.o.conv_algo, "fit"))
         return REMAT_FAIL(REMAT_ERR_ARG, "an algorithm ('%s') needs the backend's kernels "
-                          "(remat_plan_opts.algos)", opts.conv_algo);
-    /* Bytes outside the planners' control: the resident bytes and the scratch kept free
-     * for the kernels. */
-    reserve = info->scratch_reserve_bytes = algos_reserve(opts.algos, force);
-    fixed = tg->resident_bytes + reserve;
-    if (opts.budget_bytes && !opts.budget_min && opts.budget_bytes <= fixed)
+                          "(remat_plan_opts.algos)", p.o.conv_algo);
+    if (p.o.reproducible && p.force == ALGO_FIT)
+        p.force = ALGO_FASTEST;
+    if (p.o.host_in_budget)
+        p.o.no_offload = true; /* the host tier would be the same memory: nothing saved */
+    p.reserve = algos_reserve(p.o.algos, p.force);
+    B = p.o.budget_bytes;
+    if (B && !p.o.budget_min && B <= tg->resident_bytes + p.reserve)
         return REMAT_FAIL(REMAT_ERR_INFEASIBLE, "the budget of %zu bytes does not even hold "
                           "the resident %zu bytes (parameters, their gradients and momentum, "
-                          "inputs)%s", opts.budget_bytes, fixed,
-                          reserve ? " and the kernels' least scratch" : "");
-    budget = opts.budget_bytes && !opts.budget_min ? opts.budget_bytes - fixed : SIZE_MAX / 4;
-    switch (opts.strategy) {
-    case REMAT_STRATEGY_NONE:
-        st = remat_plan_none(tg, out);
-        break;
-    case REMAT_STRATEGY_APPROX_TC:
-    case REMAT_STRATEGY_APPROX_MC:
-    case REMAT_STRATEGY_EXACT_TC:
-    case REMAT_STRATEGY_EXACT_MC:
-        st = plan_dp(tg, &opts, fixed, &budget, out, info);
-        break;
-    case REMAT_STRATEGY_CHEN_SQRTN:
-    case REMAT_STRATEGY_CHEN_GREEDY:
-    case REMAT_STRATEGY_SUPERNEURONS:
-        /* With budget min, a budget of 0 makes them take their least-peak variant. */
-        st = plan_heuristic(tg, &opts, opts.budget_min ? 0 : budget, out, info);
-        break;
-    case REMAT_STRATEGY_HYBRID:
-        st = plan_hybrid(tg, &opts, &budget, out, info);
-        break;
-    default:
-        st = planner_other(tg, &opts, &budget, out, info);
-        if (!st && opts.strategy == REMAT_STRATEGY_OPTIMAL)
-            st = best_of_others(tg, budget, out, info);
-        break;
-    }
+                          "inputs)%s", B, tg->resident_bytes + p.reserve,
+                          p.reserve ? " and the kernels' least scratch" : "");
+    if (p.o.budget_min)
+        st = plan_least(&p, &B, out, info);
+    else if (!B)
+        st = attempt(&p, false, SIZE_MAX / 4, SIZE_MAX, out, info);
+    else if ((st = plan_fit(&p, B, out, info)) == REMAT_ERR_INFEASIBLE)
+        st = refuse(&p, B);
+    info->plan_seconds = core_seconds() - t0;
     if (st)
-        goto fail;
-    if (!is_dp(opts.strategy) && (st = planner_finish(tg, out)))
-        goto fail;
-    /* Every plan is measured by the simulator; a plan above its budget is refused. */
-    if ((st = planner_sim_peak(tg, *out, &peak)))
-        goto fail;
-    if (opts.budget_min && budget >= SIZE_MAX / 4)
-        budget = peak; /* strategies without a budget search: their peak is their minimum */
-    if (peak > budget) {
-        st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: the plan's simulated peak of %zu bytes is "
-                        "above the activation budget of %zu bytes (the smallest budget for "
-                        "this strategy is %zu bytes in total)", remat_strategy_name(opts.strategy),
-                        peak, budget, peak + fixed);
-        goto fail;
-    }
-    if (opts.algos) {
-        /* the kernels last: the room the reserve kept, and what the schedule left free;
-         * with the least budget, the least peak this schedule can have */
-        size_t cap = opts.budget_min ? 0 : budget >= SIZE_MAX / 4 ? SIZE_MAX : budget + reserve;
-
-        if ((st = algos_choose(tg, opts.algos, force, cap, *out, &info->n_algo_choices,
-                               &info->n_algo_fastest)) ||
-            (st = planner_sim_peak(tg, *out, &peak)))
-            goto fail;
-        REMAT_ASSERT(cap == 0 || peak <= cap);
-        budget = opts.budget_min ? peak : cap == SIZE_MAX ? budget : cap;
-        fixed = tg->resident_bytes;
-    }
-    info->activation_budget_bytes = budget;
-    info->budget_bytes = budget >= SIZE_MAX / 4 ? 0 : budget + fixed;
-    info->feasible = true;
-    info->plan_seconds = core_seconds() - t0;
+        return st;
+    info->budget_bytes = B;
+    info->activation_budget_bytes = B ? B - tg->resident_bytes : 0;
     return REMAT_OK;
-fail:
-    remat_schedule_free(*out);
-    *out = NULL;
-    info->plan_seconds = core_seconds() - t0;
-    return st;
 }

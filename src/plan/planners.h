@@ -5,6 +5,7 @@
 #ifndef REMAT_PLANNERS_H
 #define REMAT_PLANNERS_H
 
+#include "plan/algos.h"
 #include "plan/dag.h"
 
 /* Chen's √n and greedy, SuperNeurons' cost-aware recomputation, the optimal MILP.
@@ -50,12 +51,13 @@ remat_status lower_keep(const remat_tgraph *tg, const struct dag *d, const bool 
  * that cand marks (NULL: any) go out to the host between their forward and backward
  * uses when s's peak passes *target: first all of them, then those that still fit come
  * back (kept), then each copy gets as much compute to hide behind as *target allows
- * (the time model: flops FLOP/s, bandwidth bytes/s). When even all of them out does
+ * (the time model: flops FLOP/s, bandwidth bytes/s, a copy under way taking slowdown
+ * of the compute, as remat_sim_opts.copy_slowdown). When even all of them out does
  * not bring the peak to *target, *target becomes that least peak. *out is the new
  * schedule (a copy of s when nothing goes out); info (may be NULL) gets the counts.
  */
 remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const bool *cand,
-                          size_t *target, double bandwidth, double flops,
+                          size_t *target, double bandwidth, double flops, double slowdown,
                           remat_schedule **out, remat_plan_info *info);
 /* The last pass of every plan of a trainable graph (plan_canonical_grads), in place;
  * before plan_offload. */

@@ -12,7 +12,7 @@
  * needed; when that does not fit either, memory-centric with offload.
  */
 #include "plan/planners.h"
-#include "plan/schedule.h"
+#include "sched/schedule.h"
 
 #include <string.h>
 
@@ -96,7 +96,7 @@ remat_status lower_keep(const remat_tgraph *tg, const struct dag *d, const bool 
         if (memory_centric)
             memset(k.cached, 0, sizeof *k.cached * (size_t)d->n);
     }
-    st = plan_liveness(tg, k.s, out);
+    st = schedule_liveness(tg, k.s, out);
 out:
     remat_schedule_free(k.s);
     core_free(a, k.cached, sizeof *k.cached * ((size_t)d->n + 1));
@@ -148,7 +148,8 @@ remat_status plan_superneurons(const remat_tgraph *tg, const struct dag *d,
             break;
         }
         if (k > 0 && !o->no_offload) {
-            st = plan_offload(tg, s, cand, &target, o->bandwidth, o->flops, &so, &pi);
+            st = plan_offload(tg, s, cand, &target, o->bandwidth, o->flops, o->copy_slowdown,
+                              &so, &pi);
             remat_schedule_free(s);
             s = so;
             if (st)

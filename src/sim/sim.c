@@ -20,12 +20,20 @@
  * nothing may read b until WAIT b, which also releases the host copy. Every copy must
  * be waited for and every host copy brought back by the end.
  *
- * Time: each FWD or BWD runs for its FLOPs at a fixed rate on the compute clock; a
- * copy starts when it is issued or when the copy engine finishes the one before (one
- * engine, issue order) and takes bytes / bandwidth; WAIT moves the compute clock to
- * the copy's end when it is later (a stall).
+ * Time: each FWD or BWD runs for its FLOPs on the compute clock; a copy starts when it
+ * is issued or when the copy engine finishes the one before (one engine, issue order)
+ * and takes bytes / bandwidth; WAIT moves the compute clock to the copy's end when it
+ * is later (a stall). Compute runs at flops while the engine is idle and at
+ * flops * (1 - copy_slowdown) while a copy is under way (a copy thread on the compute
+ * cores; slowdown 1 stops compute until the copy ends), so the rate is piecewise
+ * constant and each step's time is exact: from the compute clock the engine is busy
+ * without a gap until its last copy ends (every copy issued so far started no later
+ * than the clock or right after the one before), so a step's rate changes at most
+ * once, at that end (tick). compute_seconds is the FWD and BWD steps' time, slowed
+ * where they overlap copies; total_seconds = compute_seconds + stall_seconds.
+ * Slowdown 0 gives every step FLOPs / flops.
  */
-#include "plan/schedule.h"
+#include "sim/sim.h"
 
 #include <string.h>
 
@@ -42,8 +50,47 @@ struct sim {
     double *copy_end;         /* per buffer: when its pending copy finishes */
     size_t cur, peak, peak_step, host_cur;
     double recompute, bw, flops, clock, engine;
+    double slowdown;          /* the share of flops a copy under way takes, [0, 1] */
     remat_sim_result *res;
+    struct sim_instances *rec; /* the instances, when asked for */
+    size_t *open, *hopen;      /* per buffer: its open instance + 1 (0: none) */
 };
+
+/* Records the start of b's instance (dev or host) at step i. */
+static remat_status rec_open(struct sim *m, bool host, int32_t b, size_t i, size_t bytes)
+{
+    struct sim_instances *r = m->rec;
+    size_t *n = host ? &r->n_host : &r->n_dev, cap = host ? r->cap_host : r->cap_dev;
+
+    if (*n == cap)
+        return REMAT_FAIL(REMAT_ERR_INVALID, "step %zu: more allocations than the schedule "
+                          "frees (a buffer is never freed)", i);
+    (host ? r->host : r->dev)[*n] = (struct instance){b, i, i, bytes, 0};
+    if (b >= 0)
+        (host ? m->hopen : m->open)[b] = ++*n;
+    else
+        ++*n;
+    return REMAT_OK;
+}
+
+/* Records the end of b's open instance at step i. */
+static void rec_close(struct sim *m, bool host, int32_t b, size_t i)
+{
+    size_t *open = host ? m->hopen : m->open;
+
+    (host ? m->rec->host : m->rec->dev)[open[b] - 1].last = i;
+    open[b] = 0;
+}
+
+/* A buffer made live on the device tier at step i. */
+static remat_status make_live(struct sim *m, int32_t b, size_t i)
+{
+    size_t bytes = tgraph_buf_bytes(m->tg, b);
+
+    m->live[b] = true;
+    m->cur += bytes;
+    return m->rec ? rec_open(m, false, b, i, bytes) : REMAT_OK;
+}
 
 static remat_status bad(size_t i, const char *what)
 {
@@ -61,6 +108,7 @@ static remat_status bad_buf(const struct sim *m, size_t i, const char *what, int
 static remat_status step_fwd(struct sim *m, size_t i, int32_t o)
 {
     const remat_tgraph *tg = m->tg;
+    remat_status st;
     int32_t nr, nm;
 
     step_touch(tg, (remat_step){REMAT_STEP_FWD, o}, m->reads, &nr, m->makes, &nm);
@@ -81,8 +129,8 @@ static remat_status step_fwd(struct sim *m, size_t i, int32_t o)
                 return bad_buf(m, i, "FWD recomputes a value that is still live:", b);
             continue;
         }
-        m->live[b] = true;
-        m->cur += tgraph_buf_bytes(tg, b);
+        if ((st = make_live(m, b, i)))
+            return st;
     }
     if (m->fwd_count[o]++ > 0)
         for (int32_t j = 0; j < tg->ops[o].n_out; j++)
@@ -94,6 +142,7 @@ static remat_status step_bwd(struct sim *m, size_t i, int32_t o)
 {
     const remat_tgraph *tg = m->tg;
     const struct top *op = &tg->ops[o];
+    remat_status st;
     int32_t nr, nm;
 
     if (!op->has_bwd)
@@ -125,8 +174,8 @@ static remat_status step_bwd(struct sim *m, size_t i, int32_t o)
             if (m->strict && m->grad_done[b - tg->n_values] > 0)
                 return bad_buf(m, i, "BWD adds into a gradient freed before all its "
                                "contributions:", b);
-            m->live[b] = true;
-            m->cur += tgraph_buf_bytes(tg, b);
+            if ((st = make_live(m, b, i)))
+                return st;
         }
     }
     for (int32_t j = 0; j < op->n_gout; j++)
@@ -165,16 +214,14 @@ static remat_status step_host(struct sim *m, size_t i, remat_step step)
         m->host[b] = H_OUT;
         m->host_cur += tgraph_buf_bytes(tg, b);
         copy_start(m, b);
-        break;
+        return m->rec ? rec_open(m, true, b, i, tgraph_buf_bytes(tg, b)) : REMAT_OK;
     case REMAT_STEP_PREFETCH:
         if (m->host[b] != H_HOST || m->live[b])
             return bad_buf(m, i, m->live[b] ? "PREFETCH of a value that is still live:"
                                             : "PREFETCH of a value not held on the host tier:", b);
         m->host[b] = H_IN;
-        m->live[b] = true;
-        m->cur += tgraph_buf_bytes(tg, b);
         copy_start(m, b);
-        break;
+        return make_live(m, b, i);
     default: /* WAIT */
         if (m->host[b] != H_OUT && m->host[b] != H_IN)
             return bad_buf(m, i, "WAIT for a buffer with no copy under way:", b);
@@ -186,6 +233,8 @@ static remat_status step_host(struct sim *m, size_t i, remat_step step)
         if (m->host[b] == H_IN) {
             m->host[b] = H_NONE;
             m->host_cur -= tgraph_buf_bytes(tg, b);
+            if (m->rec)
+                rec_close(m, true, b, i);
         } else {
             m->host[b] = H_HOST;
         }
@@ -193,26 +242,79 @@ static remat_status step_host(struct sim *m, size_t i, remat_step step)
     return REMAT_OK;
 }
 
-/* The compute time of a FWD or BWD step. */
+/*
+ * The compute time of a FWD or BWD step of w FLOPs starting at the compute clock: at
+ * the slowed rate r = flops * (1 - slowdown) while the engine is busy (busy seconds
+ * from the clock, sim.c's header says why without a gap), at flops after. Within the
+ * busy time when r * busy >= w: w / r; otherwise busy + (w - r * busy) / flops.
+ */
 static void tick(struct sim *m, remat_step step)
 {
-    double t = step_flops(m->tg, step) / m->flops;
+    double w = step_flops(m->tg, step), t = w / m->flops, busy = m->engine - m->clock;
+    double r = m->flops * (1 - m->slowdown);
 
+    if (m->slowdown > 0 && busy > 0 && w > 0)
+        t = r * busy >= w ? w / r : busy + (w - r * busy) / m->flops;
     m->clock += t;
     if (m->res)
         m->res->compute_seconds += t;
 }
 
+/* The recorder's arrays: as many device instances as FREE steps and steps with scratch,
+ * host instances as OFFLOADs (more allocations than that leave a buffer never freed). */
+static remat_status rec_begin(struct sim *m, const remat_schedule *s)
+{
+    const remat_allocator *a = tgraph_al(m->tg);
+    struct sim_instances *r = m->rec;
+    size_t nb = 2 * (size_t)m->tg->n_values;
+
+    memset(r, 0, sizeof *r);
+    for (size_t i = 0; i < s->n; i++) {
+        r->cap_dev += s->steps[i].kind == REMAT_STEP_FREE || (s->scratch && s->scratch[i]);
+        r->cap_host += s->steps[i].kind == REMAT_STEP_OFFLOAD;
+    }
+    r->dev = core_calloc(a, r->cap_dev + 1, sizeof *r->dev);
+    r->host = core_calloc(a, r->cap_host + 1, sizeof *r->host);
+    m->open = core_calloc(a, nb, sizeof *m->open);
+    m->hopen = core_calloc(a, nb, sizeof *m->hopen);
+    if (!r->dev || !r->host || !m->open || !m->hopen)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory recording the instances");
+    return REMAT_OK;
+}
+
+/* After the walk: every instance closed, the recorder's own arrays released. */
+static remat_status rec_end(struct sim *m, remat_status st)
+{
+    const remat_allocator *a = tgraph_al(m->tg);
+    size_t nb = 2 * (size_t)m->tg->n_values;
+
+    for (size_t b = 0; b < nb && !st && m->open; b++)
+        if (m->open[b])
+            st = bad_buf(m, m->rec->dev[m->open[b] - 1].first, "a buffer allocated here is "
+                         "never freed:", (int32_t)b);
+    core_free(a, m->open, nb * sizeof *m->open);
+    core_free(a, m->hopen, nb * sizeof *m->hopen);
+    m->rec->peak_bytes = m->peak;
+    if (st)
+        sim_instances_fini(m->tg, m->rec);
+    return st;
+}
+
 static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
-                             const remat_sim_opts *o, size_t *live, remat_sim_result *res)
+                             const remat_sim_opts *o, size_t *live, remat_sim_result *res,
+                             struct sim_instances *rec)
 {
     const remat_allocator *a = tgraph_al(tg);
     size_t nb = 2 * (size_t)tg->n_values, no = (size_t)tg->n_ops, mt, scratch;
-    struct sim m = {.tg = tg, .strict = !s->file_order, .res = res};
+    struct sim m = {.tg = tg, .strict = !s->file_order, .res = res, .rec = rec};
     remat_status st = REMAT_OK;
+
+    if (rec)
+        memset(rec, 0, sizeof *rec);
 
     m.bw = o && o->bandwidth > 0 ? o->bandwidth : REMAT_DEFAULT_BANDWIDTH;
     m.flops = o && o->flops > 0 ? o->flops : REMAT_DEFAULT_FLOPS;
+    m.slowdown = o ? o->copy_slowdown : 0;
     mt = (size_t)step_max_touch(tg);
     m.live = core_calloc(a, nb, sizeof *m.live);
     m.fwd_count = core_calloc(a, no, sizeof *m.fwd_count);
@@ -227,6 +329,8 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the simulator");
         goto out;
     }
+    if (rec && (st = rec_begin(&m, s)))
+        goto out;
     for (size_t i = 0; i < s->n && !st; i++) {
         remat_step step = s->steps[i];
 
@@ -251,6 +355,8 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
             } else {
                 m.live[step.id] = false;
                 m.cur -= tgraph_buf_bytes(tg, step.id);
+                if (rec)
+                    rec_close(&m, false, step.id, i);
             }
             break;
         case REMAT_STEP_OFFLOAD:
@@ -263,8 +369,12 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
         }
         if (res && m.host_cur > res->host_peak_bytes)
             res->host_peak_bytes = m.host_cur;
+        if (rec && m.host_cur > rec->host_peak_bytes)
+            rec->host_peak_bytes = m.host_cur;
         /* a kernel's scratch is held during its step only */
         scratch = s->scratch ? s->scratch[i] : 0;
+        if (rec && scratch && !st)
+            st = rec_open(&m, false, -1, i, scratch);
         if (res && scratch > res->scratch_peak_bytes)
             res->scratch_peak_bytes = scratch;
         if (m.cur + scratch > m.peak) {
@@ -295,6 +405,8 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
         res->total_seconds = m.clock;
     }
 out:
+    if (rec)
+        st = rec_end(&m, st);
     core_free(a, m.live, nb * sizeof *m.live);
     core_free(a, m.fwd_count, no * sizeof *m.fwd_count);
     core_free(a, m.bwd_count, no * sizeof *m.bwd_count);
@@ -366,8 +478,11 @@ remat_status remat_sim_run_opts(const remat_tgraph *tg, const remat_schedule *s,
 
     if (!tg || !s || !res)
         return REMAT_FAIL(REMAT_ERR_ARG, "remat_sim_run needs a graph, a schedule and a result");
+    if (o && !(o->copy_slowdown >= 0 && o->copy_slowdown <= 1))
+        return REMAT_FAIL(REMAT_ERR_ARG, "copy slowdown %g is not a share in [0, 1]",
+                          o->copy_slowdown);
     memset(res, 0, sizeof *res);
-    if ((st = sim_walk(tg, s, o, NULL, res)) || (st = lower_bound(tg, s, &res->lower_bound_bytes)))
+    if ((st = sim_walk(tg, s, o, NULL, res, NULL)) || (st = lower_bound(tg, s, &res->lower_bound_bytes)))
         return st;
     for (int32_t v = 0; v < tg->n_values; v++) {
         const struct tvalue *tv = &tg->values[v];
@@ -390,5 +505,18 @@ remat_status remat_sim_timeline(const remat_tgraph *tg, const remat_schedule *s,
     if (!tg || !s || !live || n < s->n)
         return REMAT_FAIL(REMAT_ERR_ARG, "the timeline needs room for %zu steps",
                           s ? s->n : 0);
-    return sim_walk(tg, s, NULL, live, NULL);
+    return sim_walk(tg, s, NULL, live, NULL, NULL);
+}
+
+remat_status sim_instances(const remat_tgraph *tg, const remat_schedule *s,
+                           struct sim_instances *out)
+{
+    return sim_walk(tg, s, NULL, NULL, NULL, out);
+}
+
+void sim_instances_fini(const remat_tgraph *tg, struct sim_instances *in)
+{
+    core_free(tgraph_al(tg), in->dev, sizeof *in->dev * (in->cap_dev + 1));
+    core_free(tgraph_al(tg), in->host, sizeof *in->host * (in->cap_host + 1));
+    memset(in, 0, sizeof *in);
 }

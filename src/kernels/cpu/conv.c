@@ -16,7 +16,12 @@
  * WINOGRAD let oneDNN choose its blocked layouts (format "any"), and each tensor whose
  * layout differs from its buffer's is reordered into scratch before the primitive (x, W,
  * dy) or out of it after (y). A DIRECT whose oneDNN implementation is not a JIT kernel
- * (a GEMM or reference fallback) is refused: it would be GEMM again.
+ * (a GEMM or reference fallback) is refused: it would be GEMM again. oneDNN does that on
+ * small planes (ResNet's 7x7 stride-2 first layer at 4x4 input, whose 3 input channels
+ * have no blocked JIT kernel), so the list of algorithms (cpu_conv_algos) leaves out
+ * every blocked one oneDNN has no kernel for, asking it without making a primitive:
+ * each algorithm listed runs. GEMM (oneDNN's GEMM or reference kernels) runs every
+ * convolution and is always listed.
  *
  * The backward computes dx (backward data), dw and db (backward weights, both at once)
  * into scratch, each only when wanted, and adds them into the gradients (on the blocked
@@ -281,29 +286,76 @@ static dnnl_memory_desc_t chosen(const_dnnl_primitive_desc_t pd, int what)
     return *dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, what);
 }
 
+/* The primitive descriptors of a blocked entry: the forward's (also the backward's
+ * hint), backward data's and backward weights' (NULL where not made). */
+struct bpds {
+    dnnl_primitive_desc_t fwd, data, wei;
+};
+
+static void bpds_free(struct bpds *p)
+{
+    if (p->fwd)
+        dnnl_primitive_desc_destroy(p->fwd);
+    if (p->data)
+        dnnl_primitive_desc_destroy(p->data);
+    if (p->wei)
+        dnnl_primitive_desc_destroy(p->wei);
+    memset(p, 0, sizeof *p);
+}
+
+/* The descriptors of op with blocked algorithm algo (formats "any"): the forward's,
+ * backward data's when want has W_DX, backward weights' when it has W_DW or W_DB (want
+ * 0: the forward alone). REMAT_ERR_UNSUPPORTED when oneDNN has no kernel of algo for
+ * one of them (blocked_pd); on failure *p holds nothing. */
+static remat_status blocked_pds(struct cpu_ctx *c, const struct kop *op, int32_t algo,
+                                unsigned want, struct bpds *p)
+{
+    struct cgeo g = geo(op);
+    dnnl_alg_kind_t ak = alg_kind(&g, algo);
+    dnnl_memory_desc_t xa, ya, wa, b, db;
+    dnnl_convolution_desc_t d;
+    remat_status st;
+
+    memset(p, 0, sizeof *p);
+    memset(&db, 0, sizeof db);
+    if ((st = mds(&g, op->b.data != NULL, true, &xa, &ya, &wa, &b)) ||
+        (st = fwd_desc(&g, algo, &xa, &wa, &b, &ya, &d)) ||
+        (st = blocked_pd(c, algo, &d, NULL, &p->fwd)))
+        goto fail;
+    if ((want & W_DX) && ((st = bwd_desc(&g, ak, false, &xa, &wa, NULL, &ya, &d)) ||
+                          (st = blocked_pd(c, algo, &d, p->fwd, &p->data))))
+        goto fail;
+    if ((want & (W_DW | W_DB)) &&
+        (((want & W_DB) && (st = cpu_md(&db, 1, g.bdims, dnnl_a))) ||
+         (st = bwd_desc(&g, ak, true, &xa, &wa, &db, &ya, &d)) ||
+         (st = blocked_pd(c, algo, &d, p->fwd, &p->wei))))
+        goto fail;
+    return REMAT_OK;
+fail:
+    bpds_free(p);
+    return st;
+}
+
 static remat_status build_fwd_blocked(struct cpu_ctx *c, const struct kop *op, unsigned want,
                                       struct cpu_entry *e)
 {
     static const int args[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
     struct cgeo g = geo(op);
-    dnnl_memory_desc_t x, y, w, b, xa, ya, wa, xb, wb, yb;
-    dnnl_convolution_desc_t d;
-    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_desc_t x, y, w, b, xb, wb, yb;
+    struct bpds p;
     remat_status st;
 
     (void)want;
     e->n[N_PRIMS] = 0;
     if ((st = mds(&g, op->b.data != NULL, false, &x, &y, &w, &b)) ||
-        (st = mds(&g, op->b.data != NULL, true, &xa, &ya, &wa, &b)) ||
-        (st = fwd_desc(&g, op->algo, &xa, &wa, &b, &ya, &d)) ||
-        (st = blocked_pd(c, op->algo, &d, NULL, &pd)))
+        (st = blocked_pds(c, op, op->algo, 0, &p)))
         return st;
-    xb = chosen(pd, DNNL_ARG_SRC);
-    wb = chosen(pd, DNNL_ARG_WEIGHTS);
-    yb = chosen(pd, DNNL_ARG_DST);
-    if ((st = main_prim(c, e, N_MAIN0, pd, args, 4)))
-        return st;
-    if ((st = stage(c, e, T_X, &x, &xb, 0)) || (st = stage(c, e, T_W, &w, &wb, 0)))
+    xb = chosen(p.fwd, DNNL_ARG_SRC);
+    wb = chosen(p.fwd, DNNL_ARG_WEIGHTS);
+    yb = chosen(p.fwd, DNNL_ARG_DST);
+    st = main_prim(c, e, N_MAIN0, p.fwd, args, 4);
+    p.fwd = NULL;
+    if (st || (st = stage(c, e, T_X, &x, &xb, 0)) || (st = stage(c, e, T_W, &w, &wb, 0)))
         return st;
     return stage(c, e, T_Y, &y, &yb, 1);
 }
@@ -370,45 +422,32 @@ static remat_status build_bwd_blocked(struct cpu_ctx *c, const struct kop *op, u
     static const int wei_args[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS,
                                    DNNL_ARG_DIFF_BIAS};
     struct cgeo g = geo(op);
-    dnnl_alg_kind_t ak = alg_kind(&g, op->algo);
-    dnnl_memory_desc_t x, y, w, b, xa, ya, wa, db, dyd, wb, dxb, xb, dyw, dwb;
-    dnnl_convolution_desc_t fd, d;
-    dnnl_primitive_desc_t hint = NULL, pd = NULL;
+    dnnl_memory_desc_t x, y, w, b, dyd, wb, dxb, xb, dyw, dwb;
+    struct bpds p;
     remat_status st;
 
     for (int i = 0; i < N_PRIMS; i++)
         e->n[i] = -1;
     e->n[N_PRIMS] = 0;
     if ((st = mds(&g, op->b.data != NULL, false, &x, &y, &w, &b)) ||
-        (st = mds(&g, op->b.data != NULL, true, &xa, &ya, &wa, &b)) ||
-        (st = fwd_desc(&g, op->algo, &xa, &wa, &b, &ya, &fd)) ||
-        (st = blocked_pd(c, op->algo, &fd, NULL, &hint)))
+        (st = blocked_pds(c, op, op->algo, want, &p)))
         return st;
     if (want & W_DX) {
-        if ((st = bwd_desc(&g, ak, false, &xa, &wa, NULL, &ya, &d)) ||
-            (st = blocked_pd(c, op->algo, &d, hint, &pd)))
-            goto fail;
-        dyd = chosen(pd, DNNL_ARG_DIFF_DST);
-        wb = chosen(pd, DNNL_ARG_WEIGHTS);
-        dxb = chosen(pd, DNNL_ARG_DIFF_SRC);
-        st = main_prim(c, e, N_MAIN0, pd, data_args, 3);
-        pd = NULL;
+        dyd = chosen(p.data, DNNL_ARG_DIFF_DST);
+        wb = chosen(p.data, DNNL_ARG_WEIGHTS);
+        dxb = chosen(p.data, DNNL_ARG_DIFF_SRC);
+        st = main_prim(c, e, N_MAIN0, p.data, data_args, 3);
+        p.data = NULL;
         if (st || (st = stage(c, e, T_DYD, &y, &dyd, 0)) ||
             (st = stage(c, e, T_W, &w, &wb, 0)) || (st = stage(c, e, T_DX, &x, &dxb, 2)))
             goto fail;
     }
     if (want & (W_DW | W_DB)) {
-        memset(&db, 0, sizeof db);
-        if ((want & W_DB) && (st = cpu_md(&db, 1, g.bdims, dnnl_a)))
-            goto fail;
-        if ((st = bwd_desc(&g, ak, true, &xa, &wa, &db, &ya, &d)) ||
-            (st = blocked_pd(c, op->algo, &d, hint, &pd)))
-            goto fail;
-        xb = chosen(pd, DNNL_ARG_SRC);
-        dyw = chosen(pd, DNNL_ARG_DIFF_DST);
-        dwb = chosen(pd, DNNL_ARG_DIFF_WEIGHTS);
-        st = main_prim(c, e, N_MAIN1, pd, wei_args, 4);
-        pd = NULL;
+        xb = chosen(p.wei, DNNL_ARG_SRC);
+        dyw = chosen(p.wei, DNNL_ARG_DIFF_DST);
+        dwb = chosen(p.wei, DNNL_ARG_DIFF_WEIGHTS);
+        st = main_prim(c, e, N_MAIN1, p.wei, wei_args, 4);
+        p.wei = NULL;
         if (st || (st = stage(c, e, T_X, &x, &xb, 0)) || (st = stage(c, e, T_DW, &w, &dwb, 2)))
             goto fail;
         if ((want & W_DX) && dnnl_memory_desc_equal(&dyw, &dyd))
@@ -419,17 +458,19 @@ static remat_status build_bwd_blocked(struct cpu_ctx *c, const struct kop *op, u
             e->n[N_DB] = cpu_region(e, g.bdims[0]);
     }
 fail:
-    if (pd)
-        dnnl_primitive_desc_destroy(pd);
-    if (hint)
-        dnnl_primitive_desc_destroy(hint);
+    bpds_free(&p);
     return st;
+}
+
+/* The gradients op's backward wants (W_DX, W_DW, W_DB). */
+static unsigned bwd_want(const struct kop *op)
+{
+    return (op->din[0].data ? W_DX : 0) | (op->dw.data ? W_DW : 0) | (op->db.data ? W_DB : 0);
 }
 
 static remat_status bwd_blocked(struct cpu_ctx *c, const struct kop *op)
 {
-    unsigned want = (op->din[0].data ? W_DX : 0) | (op->dw.data ? W_DW : 0) |
-                    (op->db.data ? W_DB : 0);
+    unsigned want = bwd_want(op);
     struct cpu_entry *e;
     void *dyd = NULL, *dyw, *w, *x, *dx, *dw, *db;
     remat_status st;
@@ -473,6 +514,26 @@ static remat_status bwd_blocked(struct cpu_ctx *c, const struct kop *op)
     return db ? cpu_accumulate(c, op->db.data, db, op->out.shape[1]) : REMAT_OK;
 }
 
+/* Whether cpu_prepare takes blocked algorithm algo for op's forward or backward: a
+ * backward with nothing wanted or dout NULL (the reference kernel) always, otherwise
+ * when oneDNN has a kernel of algo for every primitive the entry would make
+ * (blocked_pds on a context of engine eng alone: no primitive is made). */
+static bool blocked_runs(dnnl_engine_t eng, const struct kop *op, bool backward, int32_t algo)
+{
+    struct cpu_ctx c = {.engine = eng};
+    unsigned want = backward ? bwd_want(op) : 0;
+    struct bpds p;
+
+    if (backward && (!want || !op->dout.data))
+        return true;
+    if (blocked_pds(&c, op, algo, want, &p)) {
+        core_clear_error();
+        return false;
+    }
+    bpds_free(&p);
+    return true;
+}
+
 /* ------------------------------------------------------------------- entry points */
 
 const char *cpu_algo_name(int32_t id)
@@ -482,7 +543,9 @@ const char *cpu_algo_name(int32_t id)
     return id >= 0 && id < CPU_N_ALGOS ? names[id] : "?";
 }
 
-int32_t cpu_conv_algos(const struct kop *op, bool backward, int32_t *ids)
+/* The algorithms worth trying on op's forward or backward, fastest first (order[0..n)),
+ * whether or not oneDNN has their kernels for it. */
+static int32_t conv_order(const struct kop *op, bool backward, int32_t *order)
 {
     const remat_attrs *at = op->at;
     bool wino = op->type == REMAT_OP_CONV2D && at->kh == 3 && at->kw == 3 && or1(at->sh) == 1 &&
@@ -500,17 +563,34 @@ int32_t cpu_conv_algos(const struct kop *op, bool backward, int32_t *ids)
      * kernels, then GEMM; but GEMM first for 1x1 convolutions on planes of 28x28 or more,
      * and for the backward of a layer with few input channels (the first). */
     if (wino && tiles)
-        ids[n++] = CPU_ALGO_WINOGRAD;
+        order[n++] = CPU_ALGO_WINOGRAD;
     if (plain || (backward && op->in[0].shape[1] < 16)) {
-        ids[n++] = CPU_ALGO_GEMM;
-        ids[n++] = CPU_ALGO_DIRECT;
+        order[n++] = CPU_ALGO_GEMM;
+        order[n++] = CPU_ALGO_DIRECT;
     } else {
-        ids[n++] = CPU_ALGO_DIRECT;
-        ids[n++] = CPU_ALGO_GEMM;
+        order[n++] = CPU_ALGO_DIRECT;
+        order[n++] = CPU_ALGO_GEMM;
     }
     if (wino && !tiles)
-        ids[n++] = CPU_ALGO_WINOGRAD;
+        order[n++] = CPU_ALGO_WINOGRAD;
     return n;
+}
+
+int32_t cpu_conv_algos(const struct kop *op, bool backward, int32_t *ids)
+{
+    int32_t order[CPU_N_ALGOS], n = conv_order(op, backward, order), k = 0;
+    dnnl_engine_t eng = NULL;
+
+    /* an engine of its own: the backend's entry point brings no context (creating a
+     * CPU engine allocates one small object) */
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success)
+        eng = NULL; /* GEMM alone */
+    for (int32_t i = 0; i < n; i++)
+        if (order[i] == CPU_ALGO_GEMM || (eng && blocked_runs(eng, op, backward, order[i])))
+            ids[k++] = order[i];
+    if (eng)
+        dnnl_engine_destroy(eng);
+    return k;
 }
 
 remat_status cpu_conv_forward(struct cpu_ctx *c, const struct kop *op)

@@ -122,8 +122,8 @@ remat_status cpu_prepare(struct cpu_ctx *c, const struct kop *op, bool backward,
  * transformed tiles as well). Every other op has one algorithm, 0. */
 enum { CPU_ALGO_GEMM = 0, CPU_ALGO_DIRECT, CPU_ALGO_WINOGRAD, CPU_N_ALGOS };
 const char *cpu_algo_name(int32_t id);
-/* The algorithms op's forward or backward may run, fastest first (ids[0..n), n at most
- * CPU_N_ALGOS); cpu_prepare says which can. */
+/* The algorithms op's forward or backward can run, fastest first (ids[0..n), n at most
+ * CPU_N_ALGOS): those cpu_prepare takes, GEMM always among them (conv.c). */
 int32_t cpu_algos(const struct kop *op, bool backward, int32_t *ids);
 
 /* split.c: per-sample ops (their samples independent) on the reference kernels, the

@@ -6,7 +6,7 @@
 #ifndef REMAT_KERNELS_CUDA_H
 #define REMAT_KERNELS_CUDA_H
 
-#include "exec/backend.h"
+#include "kernels/kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 #include <cublas_v2.h>

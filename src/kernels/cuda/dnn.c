@@ -186,8 +186,8 @@ int32_t cuda_conv_algos(struct cuda_ctx *c, const struct kop *op, bool bwd, int3
     if (kind_algos(c, &v, K_FILTER, b, wb, 3, &nb))
         goto fail;
     /* pairs, the fastest first: by the sum of the two ranks */
-    for (int r = 0; r <= 4 && n < BACKEND_MAX_ALGOS; r++)
-        for (int i = 0; i < na && n < BACKEND_MAX_ALGOS; i++)
+    for (int r = 0; r <= 4 && n < KERNELS_MAX_ALGOS; r++)
+        for (int i = 0; i < na && n < KERNELS_MAX_ALGOS; i++)
             if (r - i >= 0 && r - i < nb)
                 ids[n++] = encode(v.transposed, true, a[i], b[r - i]);
     conv_fini(&v);

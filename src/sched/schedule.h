@@ -8,6 +8,9 @@
 
 #include "graph/tgraph.h"
 
+/* Every buffer instance's offset and size in the arena are multiples of this. */
+#define ARENA_ALIGN 64
+
 struct remat_schedule {
     remat_allocator al;
     remat_step *steps;
@@ -40,20 +43,6 @@ struct remat_algos {
  * sets first[]. */
 remat_status algos_push(remat_algos *a, int32_t id, size_t scratch);
 
-/*
- * The kernels' part of planning: the scratch to keep free while planning (the largest,
- * over the ops' passes, of the least scratch among the choices that conv_algo allows),
- * and, once the schedule is made, the choice per op and pass: the fastest allowed one
- * whose scratch fits in cap minus the live bytes at every step that runs it. cap: the
- * activation budget (SIZE_MAX: none; 0: the least peak this schedule can have, each
- * step with its least scratch). Fills s->algo and s->scratch. *fastest and
- * *choices count the passes with more than one choice and those given their fastest.
- */
-remat_status algos_allowed(const remat_algos *a, const char *conv_algo, int32_t *force);
-size_t algos_reserve(const remat_algos *a, int32_t force);
-remat_status algos_choose(const remat_tgraph *tg, const remat_algos *a, int32_t force,
-                          size_t cap, remat_schedule *s, int32_t *choices, int32_t *fastest);
-
 remat_status schedule_new(const remat_allocator *a, remat_schedule **out);
 remat_status schedule_push(remat_schedule *s, remat_step_kind kind, int32_t id);
 remat_status schedule_copy(const remat_schedule *s, remat_schedule **out);
@@ -72,12 +61,7 @@ void step_touch(const remat_tgraph *tg, remat_step st, int32_t *reads, int32_t *
 
 /* Rewrites `in` with its FREE steps removed and one FREE placed right after the last
  * use of each buffer instance (a FWD of a live value starts a new instance). */
-remat_status plan_liveness(const remat_tgraph *tg, const remat_schedule *in,
+remat_status schedule_liveness(const remat_tgraph *tg, const remat_schedule *in,
                            remat_schedule **out);
-
-/* Delays backward steps so that the writers of every gradient with three or more
- * writers run in descending op id in every plan (the same bits whatever the plan). */
-remat_status plan_canonical_grads(const remat_tgraph *tg, const remat_schedule *in,
-                                  remat_schedule **out);
 
 #endif

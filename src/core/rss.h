@@ -1,0 +1,44 @@
+/*
+ * rss.h - the operating system's view of the process's memory (Linux): its resident set
+ * (VmRSS) and the high-water mark of it (VmHWM), read from /proc/self/status.
+ *
+ * The high-water mark is reset by writing "5" to /proc/self/clear_refs (Linux 4.0 and
+ * later; a sandbox or an older kernel may refuse it). Where the reset fails, a mark falls
+ * back on what can still be known: the high-water mark when it rose after the mark was
+ * taken (then it is the peak since the mark exactly), otherwise the largest of the
+ * resident sets sampled by the caller and the current one, which misses any peak that
+ * came and went between samples (a lower bound of the true peak).
+ *
+ * Each read opens and parses one small file (tens of microseconds): not for inner loops.
+ * The kernel keeps its resident counters per CPU and folds them in lazily, so a read can
+ * lag the truth by a few hundred KiB.
+ */
+#ifndef REMAT_RSS_H
+#define REMAT_RSS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The resident set now (VmRSS), in bytes; 0 where unavailable. */
+size_t rss_current_bytes(void);
+/* The resident set's high-water mark (VmHWM), in bytes; 0 where unavailable. */
+size_t rss_peak_bytes(void);
+/* Resets the high-water mark to the current resident set; false where the system
+ * refuses (then rss_peak_bytes keeps its old, larger value). */
+bool rss_reset_peak(void);
+
+/* A point from which the peak is measured. */
+struct rss_mark {
+    size_t before_bytes;    /* VmRSS when the mark was taken */
+    size_t hwm_bytes;       /* VmHWM just after the reset (or the failed reset) */
+    bool reset;             /* the reset worked: VmHWM is the peak since the mark */
+};
+
+/* Resets the high-water mark and records the resident set. */
+void rss_mark_begin(struct rss_mark *m);
+/* The most the process held since the mark (see the file's comment): VmHWM when the
+ * reset worked or the mark rose since, else the larger of sampled_bytes (the caller's
+ * largest VmRSS sample, 0 if none) and VmRSS now. 0 where unavailable. */
+size_t rss_mark_peak(const struct rss_mark *m, size_t sampled_bytes);
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * pack.h - dynamic storage allocation: offsets for instances of fixed lifetimes (in
+ * steps) so that no two live at the same step overlap in address.
+ */
+#ifndef REMAT_PACK_H
+#define REMAT_PACK_H
+
+#include "core/core.h"
+
+struct instance {
+    int32_t buf;           /* -1: a step's scratch */
+    size_t first, last;    /* steps: allocated at first, freed after last */
+    size_t bytes;
+    size_t offset;
+};
+
+/* Sets the offsets of n instances (first <= last and bytes set; sizes rounded up to
+ * align) so that no two with overlapping lifetimes overlap; *end gets the highest end,
+ * at least layout_load's. Deterministic (its search is bounded by work, not time): the
+ * same instances give the same offsets. */
+remat_status layout_pack(const remat_allocator *al, struct instance *inst, size_t n,
+                         size_t align, size_t *end);
+/* *load: the largest sum of sizes rounded up to align live at one step; no packing ends
+ * lower. */
+remat_status layout_load(const remat_allocator *al, const struct instance *inst, size_t n,
+                         size_t align, size_t *load);
+
+#endif

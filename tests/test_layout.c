@@ -1,0 +1,487 @@
+/*
+ * test_layout.c - the arena layout (src/mem/layout.c): the packer against a brute-force
+ * oracle on small random instance sets (the least end over every order of first-fit
+ * placement, which is the optimum: in an optimal packing pushed down and taken by
+ * offset, first fit puts each instance no higher); layout_load against a step-by-step
+ * sum; layout_check against a plain pairwise test, on valid and broken layouts; larger
+ * random sets against a plain greedy; packings worked by hand; and real plans of
+ * ResNet-50 at batch 8 (validity, the simulator's peaks, the arena against them).
+ *
+ * Seed: REMAT_SEED (printed); each random test restarts from it.
+ */
+#include "harness.h"
+#include "mem/layout.h"
+
+#include <stdint.h>
+
+#define MAXN 7    /* instances of an oracle set */
+#define MAXM 2000 /* instances of a larger set */
+
+static uint64_t seed, rng;
+
+static uint64_t next(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static size_t urand(size_t n)
+{
+    return (size_t)(next() % n);
+}
+
+static void reseed(uint64_t salt)
+{
+    rng = seed ^ (salt * 0xd1b54a32d192ed03ull);
+    printf("  seed %llu (REMAT_SEED to change)\n", (unsigned long long)seed);
+}
+
+static size_t up(size_t n, size_t align)
+{
+    return (n + align - 1) / align * align;
+}
+
+static bool overlap_time(const struct instance *a, const struct instance *b)
+{
+    return a->first <= b->last && b->first <= a->last;
+}
+
+/* Two instances live at once that overlap in the arena (sizes rounded up to align),
+ * by comparing every pair. */
+static bool plain_valid(const struct instance *in, size_t n, size_t align)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (overlap_time(&in[i], &in[j]) && in[i].bytes && in[j].bytes &&
+                in[i].offset < in[j].offset + up(in[j].bytes, align) &&
+                in[j].offset < in[i].offset + up(in[i].bytes, align))
+                return false;
+    return true;
+}
+
+/* The largest sum of rounded sizes live at one step, step by step. */
+static size_t plain_load(const struct instance *in, size_t n, size_t align)
+{
+    size_t last = 0, most = 0;
+
+    for (size_t i = 0; i < n; i++)
+        last = in[i].last > last ? in[i].last : last;
+    for (size_t t = 0; t <= last && n; t++) {
+        size_t live = 0;
+
+        for (size_t i = 0; i < n; i++)
+            if (in[i].first <= t && t <= in[i].last)
+                live += up(in[i].bytes, align);
+        most = live > most ? live : most;
+    }
+    return most;
+}
+
+static size_t end_of(const struct instance *in, size_t n, size_t align)
+{
+    size_t e = 0;
+
+    for (size_t i = 0; i < n; i++)
+        if (in[i].bytes && in[i].offset + up(in[i].bytes, align) > e)
+            e = in[i].offset + up(in[i].bytes, align);
+    return e;
+}
+
+static int by_offset(const void *x, const void *y)
+{
+    const size_t *a = x, *b = y;
+
+    return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* First fit: the lowest offset where instance i collides with none of the placed
+ * instances live at the same time: the spans they take, by offset, swept for the first
+ * gap that holds it. */
+static size_t first_fit(const struct instance *in, const bool *placed, size_t n, size_t i,
+                        size_t align)
+{
+    size_t (*span)[2] = malloc((n + 1) * sizeof *span), m = 0, o = 0, a = up(in[i].bytes, align);
+
+    REMAT_ASSERT_TEST(span);
+    for (size_t j = 0; j < n; j++)
+        if (placed[j] && j != i && in[j].bytes && overlap_time(&in[j], &in[i])) {
+            span[m][0] = in[j].offset;
+            span[m++][1] = in[j].offset + up(in[j].bytes, align);
+        }
+    qsort(span, m, sizeof *span, by_offset);
+    for (size_t k = 0; k < m && span[k][0] < o + a; k++)
+        o = span[k][1] > o ? span[k][1] : o;
+    free(span);
+    return o;
+}
+
+/* The least end over every order of first-fit placement (depth first, cut at the best
+ * so far). */
+static void oracle_dfs(struct instance *in, bool *placed, size_t n, size_t k, size_t end,
+                       size_t align, size_t *best)
+{
+    if (end >= *best)
+        return;
+    if (k == n) {
+        *best = end;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t e;
+
+        if (placed[i])
+            continue;
+        in[i].offset = in[i].bytes ? first_fit(in, placed, n, i, align) : 0;
+        e = in[i].offset + up(in[i].bytes, align);
+        placed[i] = true;
+        oracle_dfs(in, placed, n, k + 1, e > end ? e : end, align, best);
+        placed[i] = false;
+    }
+}
+
+static size_t oracle(const struct instance *in0, size_t n, size_t align)
+{
+    struct instance in[MAXN];
+    bool placed[MAXN] = {false};
+    size_t best = SIZE_MAX;
+
+    memcpy(in, in0, n * sizeof *in);
+    oracle_dfs(in, placed, n, 0, 0, align, &best);
+    return best;
+}
+
+/* A random set: lifetimes within [0, span), sizes from one of a few classes (ties,
+ * multiples of 64, odd bytes, some zeros). */
+static void random_set(struct instance *in, size_t n, size_t span, size_t max_len)
+{
+    int cls = (int)urand(4);
+
+    for (size_t i = 0; i < n; i++) {
+        size_t f = urand(span);
+
+        in[i] = (struct instance){(int32_t)i, f, f + urand(max_len + 1), 0, 0};
+        in[i].bytes = cls == 0 ? 64 * (1 + urand(4))
+                      : cls == 1 ? 1 + urand(300)
+                      : cls == 2 ? (urand(8) ? (size_t)64 << urand(5) : 0)
+                                 : 1000 + urand(100000);
+    }
+}
+
+static struct layout view(struct instance *in, size_t n, size_t align)
+{
+    return (struct layout){.inst = in, .n_inst = n, .align = align};
+}
+
+/* Thousands of small sets: never below the oracle's optimum (that would overlap),
+ * never below the load, valid, and how often optimal. */
+static void test_oracle(void)
+{
+    size_t n_sets = 3000, n_opt = 0, n_above_load = 0;
+
+    reseed(1);
+    for (size_t s = 0; s < n_sets; s++) {
+        struct instance in[MAXN];
+        size_t n = 1 + urand(MAXN), align = urand(2) ? 64 : 1, end = 0, load = 0, opt;
+        struct layout lay = view(in, n, align);
+
+        random_set(in, n, 10, 5);
+        opt = oracle(in, n, align);
+        CHECK_OK(layout_load(NULL, in, n, align, &load));
+        CHECK_OK(layout_pack(NULL, in, n, align, &end));
+        CHECK_OR(plain_valid(in, n, align), break, "set %zu: two live instances overlap", s);
+        CHECK(layout_check(&lay), "set %zu: layout_check refuses a valid layout", s);
+        CHECK(end == end_of(in, n, align), "set %zu: end %zu, offsets end at %zu", s, end,
+              end_of(in, n, align));
+        CHECK(load == plain_load(in, n, align), "set %zu: load %zu, step by step %zu", s,
+              load, plain_load(in, n, align));
+        CHECK(opt >= load, "set %zu: the oracle's %zu is below the load %zu", s, opt, load);
+        CHECK_OR(end >= opt, break, "set %zu: end %zu below the optimum %zu", s, end, opt);
+        n_opt += end == opt;
+        n_above_load += opt > load;
+    }
+    printf("  %zu of %zu sets packed optimally (the optimum above the load in %zu)\n", n_opt,
+           n_sets, n_above_load);
+    CHECK(n_opt == n_sets, "%zu sets above the optimum", n_sets - n_opt);
+}
+
+/* The plain greedy the packer tries among others: by decreasing rounded size, then
+ * earliest first step, then longest, then index, each at its first fit. */
+static const struct instance *cmp_in;
+static size_t cmp_align;
+
+static int by_greedy(const void *x, const void *y)
+{
+    size_t i = *(const size_t *)x, j = *(const size_t *)y;
+    const struct instance *a = &cmp_in[i], *b = &cmp_in[j];
+    size_t sa = up(a->bytes, cmp_align), sb = up(b->bytes, cmp_align);
+
+    if (sa != sb)
+        return sa > sb ? -1 : 1;
+    if (a->first != b->first)
+        return a->first < b->first ? -1 : 1;
+    if (a->last - a->first != b->last - b->first)
+        return a->last - a->first > b->last - b->first ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static size_t plain_greedy(struct instance *in, size_t n, size_t align)
+{
+    size_t *order = malloc((n + 1) * sizeof *order);
+    bool *placed = calloc(n + 1, sizeof *placed);
+
+    REMAT_ASSERT_TEST(order && placed);
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    cmp_in = in;
+    cmp_align = align;
+    qsort(order, n, sizeof *order, by_greedy);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = order[k];
+
+        in[i].offset = in[i].bytes ? first_fit(in, placed, n, i, align) : 0;
+        placed[i] = true;
+    }
+    free(order);
+    free(placed);
+    return end_of(in, n, align);
+}
+
+/* Larger sets shaped like schedules (many short lifetimes, some long): valid, at least
+ * the load, no worse than the plain greedy, the same offsets when packed again. */
+static void test_random_larger(void)
+{
+    static struct instance in[MAXM], again[MAXM], plain[MAXM];
+    size_t at_load = 0, n_sets = 60;
+
+    reseed(2);
+    for (size_t s = 0; s < n_sets; s++) {
+        size_t n = 20 + urand(s < 50 ? 300 : MAXM - 20), align = 64, end = 0, end2 = 0, load = 0;
+        struct layout lay = view(in, n, align);
+
+        random_set(in, n, n, urand(2) ? 8 : n / 3);
+        memcpy(plain, in, n * sizeof *in);
+        CHECK_OK(layout_load(NULL, in, n, align, &load));
+        CHECK_OK(layout_pack(NULL, in, n, align, &end));
+        memcpy(again, in, n * sizeof *in);
+        CHECK_OK(layout_pack(NULL, again, n, align, &end2));
+        CHECK_OR(plain_valid(in, n, align), break, "set %zu (%zu instances): overlap", s, n);
+        CHECK(layout_check(&lay), "set %zu: layout_check refuses a valid layout", s);
+        CHECK(load == plain_load(in, n, align), "set %zu: load %zu, step by step %zu", s,
+              load, plain_load(in, n, align));
+        CHECK(end >= load && end == end_of(in, n, align), "set %zu: end %zu, load %zu", s,
+              end, load);
+        CHECK(end <= plain_greedy(plain, n, align), "set %zu: end %zu above the plain "
+              "greedy's %zu", s, end, end_of(plain, n, align));
+        CHECK(end2 == end && !memcmp(again, in, n * sizeof *in), "set %zu: packed again, "
+              "end %zu and other offsets (first %zu)", s, end2, end);
+        at_load += end == load;
+    }
+    printf("  %zu of %zu sets packed at the load\n", at_load, n_sets);
+}
+
+/* layout_check against the pairwise test on layouts broken on purpose: one instance
+ * moved onto another live at the same time, or onto one that is not. */
+static void test_check(void)
+{
+    static struct instance in[MAXM];
+    size_t n_broken = 0;
+
+    reseed(3);
+    for (size_t s = 0; s < 400; s++) {
+        size_t n = 2 + urand(s < 300 ? 40 : 400), align = urand(2) ? 64 : 1, end = 0;
+        size_t i = urand(n), j = urand(n);
+        struct layout lay = view(in, n, align);
+
+        random_set(in, n, n / 2 + 1, 6);
+        CHECK_OK(layout_pack(NULL, in, n, align, &end));
+        in[i].offset = in[j].offset + (urand(2) && in[j].bytes ? urand(in[j].bytes) : 0);
+        lay.host = in; /* the host tier is checked the same way */
+        lay.n_host = urand(2) ? n : 0;
+        /* the check is on the bytes themselves, not the rounded sizes */
+        CHECK(layout_check(&lay) == plain_valid(in, n, 1), "set %zu: layout_check %d, "
+              "pairwise %d", s, layout_check(&lay), plain_valid(in, n, 1));
+        n_broken += !plain_valid(in, n, 1);
+    }
+    printf("  %zu of 400 layouts broken\n", n_broken);
+    CHECK(n_broken > 50 && n_broken < 400, "%zu broken: the test needs both kinds", n_broken);
+}
+
+/* Packs n instances (align 1) and checks the end and, when given, the offsets. */
+static void check_packed(const char *what, struct instance *in, size_t n, size_t want_end,
+                         const size_t *want_off)
+{
+    size_t end = 0;
+
+    CHECK_OK(layout_pack(NULL, in, n, 1, &end));
+    CHECK(end == want_end, "%s: end %zu, expected %zu", what, end, want_end);
+    CHECK(plain_valid(in, n, 1), "%s: overlap", what);
+    for (size_t i = 0; want_off && i < n; i++)
+        CHECK(in[i].offset == want_off[i], "%s: instance %zu at %zu, expected %zu", what, i,
+              in[i].offset, want_off[i]);
+}
+
+/* Packings worked by hand (align 1). */
+static void test_by_hand(void)
+{
+    /* two big blocks at different times share offset 0, and a small one between them
+     * too */
+    {
+        struct instance in[] = {{0, 0, 1, 100, 9}, {1, 2, 3, 100, 9}, {2, 1, 2, 5, 9}};
+        static const size_t off[] = {0, 0, 100};
+
+        check_packed("disjoint", in, 3, 105, off);
+    }
+    /* a staircase of nested lifetimes [i, 9 - i]: all live at steps 4 and 5, so the
+     * arena is their sum, 1 + 2 + 3 + 4 + 5 */
+    {
+        struct instance in[5];
+
+        for (size_t i = 0; i < 5; i++)
+            in[i] = (struct instance){(int32_t)i, i, 9 - i, i + 1, 0};
+        check_packed("nested staircase", in, 5, 15, NULL);
+    }
+    /* a hole inside a wall of more spans than the passes' sort handles in one run (33
+     * of size 2, placed longest first, so not in index order): H1 (4, steps 0-60) at 0,
+     * H2 (3, steps 0-1) at 4, the wall at 7..73; X (3, steps 5-6) fits H2's place once
+     * H2 is freed: the end is the load at steps 0-1 and 5-6, 4 + 3 + 66 = 73 */
+    {
+        struct instance in[36];
+        size_t off[36];
+
+        in[0] = (struct instance){0, 0, 60, 4, 0};
+        in[1] = (struct instance){1, 0, 1, 3, 0};
+        in[2] = (struct instance){2, 5, 6, 3, 0};
+        for (size_t k = 0; k < 33; k++)
+            in[3 + k] = (struct instance){(int32_t)(3 + k), 0, 10 + 7 * k % 33, 2, 0};
+        off[0] = 0;
+        off[1] = off[2] = 4;
+        for (size_t k = 0; k < 33; k++) /* by length, longest first: 10 + 32 at 7 */
+            off[3 + k] = 7 + 2 * (32 - 7 * k % 33);
+        check_packed("a hole in a wall", in, 36, 73, off);
+    }
+    /* a chain [i, i + 1] of equal sizes: two live at a time, so two slots */
+    {
+        struct instance in[12];
+
+        for (size_t i = 0; i < 12; i++)
+            in[i] = (struct instance){(int32_t)i, i, i + 1, 7, 0};
+        check_packed("chain", in, 12, 14, NULL);
+    }
+    /* the former packer's miss: A [0,2] x2, B [2,3] x2, C [3,4] x1, D [4,6] x2. By size
+     * then first step it puts A at 0, B at 2, D at 0 (it overlaps neither), and C, live
+     * with B and D, finds [0,2) and [2,4) taken: 5. The load is 4 (A and B at step 2),
+     * met by C at 0 and D at 1 (or a mirror). */
+    {
+        struct instance in[] = {{0, 0, 2, 2, 0}, {1, 2, 3, 2, 0}, {2, 3, 4, 1, 0},
+                                {3, 4, 6, 2, 0}};
+        struct instance plain[4];
+
+        memcpy(plain, in, sizeof in);
+        CHECK_I64(plain_greedy(plain, 4, 1), 5);
+        check_packed("former's miss", in, 4, 4, NULL);
+    }
+    /* empty instances: offset 0, no room; and none at all */
+    {
+        struct instance in[] = {{0, 0, 3, 0, 5}, {1, 1, 2, 8, 5}, {2, 2, 2, 0, 5}};
+        static const size_t off[] = {0, 0, 0};
+        size_t end = 1;
+
+        check_packed("empty", in, 3, 8, off);
+        CHECK_OK(layout_pack(NULL, in, 0, 1, &end));
+        CHECK_I64(end, 0);
+    }
+    /* sizes rounded up: two live 1-byte instances take 64 bytes each */
+    {
+        struct instance in[] = {{0, 0, 1, 1, 0}, {1, 1, 2, 1, 0}};
+        size_t end = 0, load = 0;
+
+        CHECK_OK(layout_pack(NULL, in, 2, 64, &end));
+        CHECK_OK(layout_load(NULL, in, 2, 64, &load));
+        CHECK_I64(end, 128);
+        CHECK_I64(load, 128);
+        CHECK(in[0].offset % 64 == 0 && in[1].offset % 64 == 0 && in[0].offset != in[1].offset,
+              "offsets %zu and %zu", in[0].offset, in[1].offset);
+    }
+}
+
+/* Real plans of ResNet-50 at batch 8, each strategy at its least budget: the layout
+ * valid, its peaks the simulator's, the arena at least the load (itself at least the
+ * peak) and no more than the plain greedy's; the ratios printed. */
+static void test_resnet50(void)
+{
+    static const remat_strategy sts[] = {REMAT_STRATEGY_NONE, REMAT_STRATEGY_APPROX_MC,
+                                         REMAT_STRATEGY_CHEN_SQRTN, REMAT_STRATEGY_CHEN_GREEDY,
+                                         REMAT_STRATEGY_SUPERNEURONS, REMAT_STRATEGY_HYBRID};
+    remat_zoo_opts zo = {.batch = 8};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+
+    if (remat_zoo_build("resnet50", &zo, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg)) {
+        CHECK(false, "resnet50: %s", remat_errmsg());
+        goto out;
+    }
+    for (size_t k = 0; k < sizeof sts / sizeof sts[0]; k++) {
+        remat_plan_opts o = {.strategy = sts[k], .budget_min = true};
+        const char *name = remat_strategy_name(sts[k]);
+        remat_schedule *s = NULL;
+        remat_sim_result r;
+        struct layout lay, again;
+        size_t load = 0, host_load = 0;
+        struct instance *plain;
+
+        if (remat_plan(tg, &o, &s, NULL) || remat_sim_run(tg, s, &r)) {
+            CHECK(false, "%s: %s", name, remat_errmsg());
+            remat_schedule_free(s);
+            continue;
+        }
+        CHECK_OK(layout_build(tg, s, 64, &lay));
+        plain = malloc((lay.n_inst + 1) * sizeof *plain);
+        REMAT_ASSERT_TEST(plain);
+        CHECK_OK(layout_build(tg, s, 64, &again));
+        CHECK_OK(layout_load(NULL, lay.inst, lay.n_inst, 64, &load));
+        CHECK_OK(layout_load(NULL, lay.host, lay.n_host, 64, &host_load));
+        CHECK(layout_check(&lay), "%s: two live instances overlap", name);
+        CHECK(plain_valid(lay.inst, lay.n_inst, 64) && plain_valid(lay.host, lay.n_host, 64),
+              "%s: two live instances overlap (pairwise)", name);
+        CHECK_I64(lay.peak_bytes, r.activation_peak_bytes);
+        CHECK_I64(lay.host_peak_bytes, r.host_peak_bytes);
+        CHECK(lay.arena_bytes >= load && load >= lay.peak_bytes, "%s: arena %zu, load %zu, "
+              "peak %zu", name, lay.arena_bytes, load, lay.peak_bytes);
+        CHECK(lay.host_bytes >= host_load && host_load >= lay.host_peak_bytes, "%s: host "
+              "%zu, load %zu, peak %zu", name, lay.host_bytes, host_load, lay.host_peak_bytes);
+        CHECK(again.arena_bytes == lay.arena_bytes &&
+              !memcmp(again.inst, lay.inst, lay.n_inst * sizeof *lay.inst),
+              "%s: laid out again differently", name);
+        memcpy(plain, lay.inst, lay.n_inst * sizeof *plain);
+        CHECK(lay.arena_bytes <= plain_greedy(plain, lay.n_inst, 64), "%s: arena %zu above "
+              "the plain greedy's %zu", name, lay.arena_bytes, end_of(plain, lay.n_inst, 64));
+        free(plain);
+        printf("  %-12s %5zu instances  peak %10zu  arena %10zu  %.4fx", name, lay.n_inst,
+               lay.peak_bytes, lay.arena_bytes, layout_ratio(&lay));
+        if (lay.n_host)
+            printf("  host %.4fx", (double)lay.host_bytes / (double)lay.host_peak_bytes);
+        printf("\n");
+        layout_fini(&lay);
+        layout_fini(&again);
+        remat_schedule_free(s);
+    }
+out:
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
+int main(void)
+{
+    const char *e = getenv("REMAT_SEED");
+
+    seed = e ? strtoull(e, NULL, 10) : 20240611;
+    RUN(test_by_hand);
+    RUN(test_oracle);
+    RUN(test_check);
+    RUN(test_random_larger);
+    RUN(test_resnet50);
+    return harness_end();
+}
