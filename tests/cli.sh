@@ -149,6 +149,24 @@ expect_error "train needs a budget" "train: approx-mc plans for a memory budget"
 if $REMAT plan resnet18 --batch 2 --input-size 64x64 --strategy chen-greedy --json >"$tmp/cg.json" 2>/dev/null &&
    [ "$(json_get "$tmp/cg.json" "j['feasible'] and j['budget_bytes'] is None")" = True ]; then ok "chen-greedy without a budget: its least peak"
 else fail "chen-greedy without a budget" "$(head -c 300 "$tmp/cg.json")"; fi
+# compare and plan agree on every strategy's feasibility at one budget (one that some
+# strategies meet and others do not), and on the least budget a refusal names (optimal
+# apart: its MILP takes a minute here)
+agree_s="none approx-tc approx-mc exact-tc exact-mc chen-sqrtn chen-greedy superneurons hybrid"
+if $REMAT compare resnet18 --budget 155000000 --strategies "${agree_s// /,}" --json >"$tmp/agree.json" 2>/dev/null; then
+    agree=1; n_yes=0; n_no=0
+    for s in $agree_s; do
+        want=$(json_get "$tmp/agree.json" "[x['feasible'] for x in j if x['strategy'] == '$s'][0]")
+        if $REMAT plan resnet18 --strategy "$s" --budget 155000000 >/dev/null 2>"$tmp/agree.err"; then got=True
+        else got=False; fi
+        [ "$got" = True ] && n_yes=$((n_yes + 1)) || n_no=$((n_no + 1))
+        if [ "$want" != "$got" ]; then agree=0; echo "  $s: compare says $want, plan says $got"; fi
+        if [ "$got" = False ] && ! grep -qF "$(json_get "$tmp/agree.json" "[x['error'] for x in j if x['strategy'] == '$s'][0]")" "$tmp/agree.err"; then
+            agree=0; echo "  $s: compare's error is not plan's: $(cat "$tmp/agree.err")"; fi
+    done
+    if [ "$agree" = 1 ] && [ "$n_yes" -gt 0 ] && [ "$n_no" -gt 0 ]; then ok "compare and plan agree on feasibility"
+    else fail "compare and plan agree on feasibility" "$n_yes feasible, $n_no not"; fi
+else fail "compare and plan agree on feasibility" "compare failed"; fi
 RC=3 expect_error "unwritable schedule" "cannot write '/nonexistent-dir/s.json'" $REMAT plan resnet18 --schedule /nonexistent-dir/s.json
 RC=3 expect_error "unwritable trace" "cannot write '/nonexistent-dir/t.json'" $REMAT plan resnet18 --trace /nonexistent-dir/t.json
 "$PY" - "$tmp/huge.prm" <<'PYEOF'

@@ -298,7 +298,7 @@ struct planning {
  * REMAT_ERR_INFEASIBLE when the strategy's plan passes act.
  */
 static remat_status attempt(const struct planning *p, bool least, size_t act, size_t cap,
-                            remat_schedule **out, remat_plan_info *info)
+                            remat_schedule **out, remat_plan_info *info, size_t *peak_out)
 {
     const remat_tgraph *tg = p->tg;
     remat_plan_opts o = p->o;
@@ -338,11 +338,83 @@ static remat_status attempt(const struct planning *p, bool least, size_t act, si
     info->total_bytes = info->arena_bytes + tg->resident_bytes +
                         (o.host_in_budget ? info->host_arena_bytes : 0);
     info->feasible = true;
+    if (peak_out)
+        *peak_out = peak;
     return REMAT_OK;
 fail:
     remat_schedule_free(*out);
     *out = NULL;
     return st;
+}
+
+/*
+ * Budget min: the plan of least packed total the strategy reaches, with each step's
+ * least scratch; its total is the budget reported, and plan_fit ends with this same
+ * search, so it accepts every budget from that total up.
+ *
+ * The strategy's least-peak plan comes first. Where its arena packs above its peak (the
+ * offloading strategies' least plans interleave lifetimes that no offsets pack tightly),
+ * a plan allowed more activation bytes may pack into less: LEAST_TRIES activation budgets
+ * between the peak and the arena are tried, then each best arena less 1/64 while that
+ * still gains; the least total wins (on a tie, the lower arena / peak).
+ */
+#define LEAST_TRIES 8
+#define LEAST_REFINE 4
+
+struct candidate {
+    remat_schedule *s;
+    remat_plan_info info;
+    size_t peak; /* its simulated peak */
+};
+
+static bool better(const struct candidate *x, const struct candidate *best)
+{
+    if (x->info.total_bytes != best->info.total_bytes)
+        return x->info.total_bytes < best->info.total_bytes;
+    /* arena / peak, compared without division */
+    return (double)x->info.arena_bytes * (double)best->peak <
+           (double)best->info.arena_bytes * (double)x->peak;
+}
+
+/* Tries the strategy at activation budget a (each step's least scratch) and keeps the
+ * result in *best when it is better; false when it was not. */
+static bool try_least(const struct planning *p, size_t a, struct candidate *best)
+{
+    struct candidate c = {0};
+
+    if (attempt(p, false, a, 0, &c.s, &c.info, &c.peak) || !better(&c, best)) {
+        remat_schedule_free(c.s);
+        return false;
+    }
+    remat_schedule_free(best->s);
+    *best = c;
+    return true;
+}
+
+static remat_status plan_least(const struct planning *p, size_t *B, remat_schedule **out,
+                               remat_plan_info *info)
+{
+    struct candidate best = {0};
+    remat_status st = attempt(p, true, 0, 0, &best.s, &best.info, &best.peak);
+    size_t peak = best.peak, arena = best.info.arena_bytes;
+
+    *B = 0;
+    *out = NULL;
+    if (st) {
+        *info = best.info;
+        return st;
+    }
+    if (arena > peak + peak / 64) {
+        for (int k = 1; k <= LEAST_TRIES; k++)
+            try_least(p, peak + (arena - peak) / LEAST_TRIES * (size_t)k, &best);
+        for (int k = 0; k < LEAST_REFINE && best.info.arena_bytes > 64; k++)
+            if (!try_least(p, best.info.arena_bytes - best.info.arena_bytes / 64, &best))
+                break;
+    }
+    *out = best.s;
+    *info = best.info;
+    *B = info->total_bytes;
+    return REMAT_OK;
 }
 
 /*
@@ -358,13 +430,13 @@ static remat_status plan_fit(const struct planning *p, size_t B, remat_schedule 
                              remat_plan_info *info)
 {
     size_t avail = B - p->tg->resident_bytes, lo = 0, hi = avail + 1;
-    size_t a = avail > p->reserve ? avail - p->reserve : avail / 2;
+    size_t a = avail > p->reserve ? avail - p->reserve : avail / 2, least;
     remat_status st = REMAT_OK;
 
     for (int k = 0; k < 40 && lo + 1 < hi; k++) {
         size_t next;
 
-        st = attempt(p, false, a, avail, out, info);
+        st = attempt(p, false, a, avail, out, info, NULL);
         if (!st && info->total_bytes <= B)
             return REMAT_OK;
         if (st && st != REMAT_ERR_INFEASIBLE)
@@ -384,26 +456,13 @@ static remat_status plan_fit(const struct planning *p, size_t B, remat_schedule 
         }
         a = next;
     }
-    if ((st = attempt(p, true, 0, 0, out, info)))
+    if ((st = plan_least(p, &least, out, info)))
         return st;
-    if (info->total_bytes <= B)
+    if (least <= B)
         return REMAT_OK;
     remat_schedule_free(*out);
     *out = NULL;
     return REMAT_ERR_INFEASIBLE;
-}
-
-/*
- * Budget min: the strategy's least-peak plan with each step's least scratch, packed; its
- * total is the budget reported (plan_fit accepts every budget from it up).
- */
-static remat_status plan_least(const struct planning *p, size_t *B, remat_schedule **out,
-                               remat_plan_info *info)
-{
-    remat_status st = attempt(p, true, 0, 0, out, info);
-
-    *B = st ? 0 : info->total_bytes;
-    return st;
 }
 
 /* The refusal of budget B: the smallest total that works, when it can be found. */
@@ -465,7 +524,7 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     if (p.o.budget_min)
         st = plan_least(&p, &B, out, info);
     else if (!B)
-        st = attempt(&p, false, SIZE_MAX / 4, SIZE_MAX, out, info);
+        st = attempt(&p, false, SIZE_MAX / 4, SIZE_MAX, out, info, NULL);
     else if ((st = plan_fit(&p, B, out, info)) == REMAT_ERR_INFEASIBLE)
         st = refuse(&p, B);
     info->plan_seconds = core_seconds() - t0;
