@@ -27,7 +27,8 @@ struct res {
 
 static struct res run(const remat_tgraph *tg, remat_strategy s, size_t budget, double bw)
 {
-    remat_plan_opts o = {.strategy = s, .budget_min = budget == 0, .budget_bytes = budget,
+    remat_plan_opts o = {.strategy = s, .budget_min = budget == 0, .least_peak = budget == 0,
+                         .budget_bytes = budget,
                          .bandwidth = bw};
     remat_sim_opts so = {.bandwidth = bw};
     remat_schedule *sched = NULL;

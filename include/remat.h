@@ -286,7 +286,11 @@ remat_strategy remat_strategy_from_name(const char *name);
 typedef struct remat_plan_opts {
     remat_strategy strategy;
     size_t budget_bytes;     /* total bytes, resident included; 0: no limit */
-    bool budget_min;         /* find the smallest feasible budget (bisection) */
+    bool budget_min;         /* find the smallest budget the strategy meets: the least
+                                packed total (arena + resident) of its plans */
+    bool least_peak;         /* with budget_min: the strategy's least activation peak
+                                instead, however it packs (the planner's own reach, as
+                                against the lower limit) */
     double time_limit;       /* seconds for `optimal`; 0: 60 */
     int64_t max_lower_sets;  /* exact DP's cap; 0: 100,000 (about two minutes) */
     const remat_algos *algos; /* the backend's kernels (remat_train_algos): the plan

@@ -10,6 +10,9 @@
  * - The cache: at a budget that holds `none`, nothing goes to the host tier and nothing
  *   is recomputed; at each budget of a sweep down to the least, the plans fit and the
  *   simulator accepts them.
+ * - The least budget: hybrid's --budget min on ResNet-50 at batch 32 is the least packed
+ *   total found, at most that of its least-peak plan (below it here, where the least-peak
+ *   plan's lifetimes pack 1.23x above its peak), and a plan at that budget fits it.
  * - Training: hybrid with offload on a host tier in a file gives the parameters of
  *   `none` after three steps, the file has the host tier's size, and an unwritable file
  *   is refused with its name. (Every strategy, offload included, against `none` on two
@@ -46,7 +49,9 @@ static remat_tgraph *zoo_tgraph(const char *name, int64_t batch, remat_graph **g
 static bool plan(const remat_tgraph *tg, remat_strategy s, size_t budget, bool min,
                  remat_sim_result *r, remat_plan_info *pi, remat_schedule **keep)
 {
-    remat_plan_opts po = {.strategy = s, .budget_bytes = budget, .budget_min = min};
+    /* min: the least peak (against the lower limit), not the least packed total */
+    remat_plan_opts po = {.strategy = s, .budget_bytes = budget, .budget_min = min,
+                          .least_peak = min};
     remat_schedule *sched = NULL;
     remat_status st = remat_plan(tg, &po, &sched, pi);
 
@@ -86,6 +91,51 @@ static void test_lower_limit(void)
         }
         remat_tgraph_free(tg);
     }
+}
+
+/* Plans s for total budget B (0: min; least_peak with it); its allocated total. */
+static size_t total_of(const remat_tgraph *tg, remat_strategy s, size_t B, bool least_peak,
+                       size_t *peak)
+{
+    remat_plan_opts po = {.strategy = s, .budget_bytes = B, .budget_min = !B,
+                          .least_peak = least_peak};
+    remat_schedule *sched = NULL;
+    remat_plan_info pi;
+    remat_sim_result r;
+    remat_status st = remat_plan(tg, &po, &sched, &pi);
+
+    if (!st)
+        st = remat_sim_run(tg, sched, &r);
+    remat_schedule_free(sched);
+    CHECK(st == REMAT_OK, "%s at %zu: %s", remat_strategy_name(s), B, remat_errmsg());
+    if (st)
+        return 0;
+    CHECK(pi.total_bytes == pi.arena_bytes + r.resident_bytes && pi.arena_bytes >=
+          r.activation_peak_bytes, "%s: total %zu, arena %zu, resident %zu, peak %zu",
+          remat_strategy_name(s), pi.total_bytes, pi.arena_bytes, r.resident_bytes,
+          r.activation_peak_bytes);
+    CHECK(B == 0 || pi.total_bytes <= B, "%s: %zu allocated at a budget of %zu",
+          remat_strategy_name(s), pi.total_bytes, B);
+    *peak = r.activation_peak_bytes;
+    return pi.total_bytes;
+}
+
+static void test_least_total(void)
+{
+    remat_tgraph *tg = zoo_tgraph("resnet50", 32, NULL);
+    size_t lp_peak = 0, min_peak = 0, at_peak = 0, lp, min;
+
+    if (!tg)
+        return;
+    lp = total_of(tg, REMAT_STRATEGY_HYBRID, 0, true, &lp_peak);
+    min = total_of(tg, REMAT_STRATEGY_HYBRID, 0, false, &min_peak);
+    printf("  hybrid least peak %zu: total %zu; least total %zu (peak %zu)\n", lp_peak, lp,
+           min, min_peak);
+    CHECK(lp && min && min < lp && min_peak >= lp_peak, "least total %zu (peak %zu), least "
+          "peak's total %zu (peak %zu)", min, min_peak, lp, lp_peak);
+    if (min)
+        total_of(tg, REMAT_STRATEGY_HYBRID, min, false, &at_peak);
+    remat_tgraph_free(tg);
 }
 
 static void test_versus_superneurons(void)
@@ -325,6 +375,7 @@ int main(void)
 {
     RUN(test_copy_slowdown);
     RUN(test_lower_limit);
+    RUN(test_least_total);
     RUN(test_versus_superneurons);
     RUN(test_cache_and_sweep);
     RUN(test_host_file);

@@ -404,7 +404,7 @@ static remat_status plan_least(const struct planning *p, size_t *B, remat_schedu
         *info = best.info;
         return st;
     }
-    if (arena > peak + peak / 64) {
+    if (arena > peak + peak / 64 && !p->o.least_peak) {
         for (int k = 1; k <= LEAST_TRIES; k++)
             try_least(p, peak + (arena - peak) / LEAST_TRIES * (size_t)k, &best);
         for (int k = 0; k < LEAST_REFINE && best.info.arena_bytes > 64; k++)
