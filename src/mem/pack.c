@@ -8,7 +8,9 @@
  * duration), each placing an instance in the smallest gap among the placed ones it
  * overlaps in time; then, when the best end is above the bound, a depth-first search
  * after MiniMalloc (Moffitt, ASPLOS 2023) for a packing within the bound, and if it
- * fails within its work, within 1%, 3%, 5%, 10% and 20% more.
+ * fails within its work, within 1%, 3%, 5%, 10% and 20% more. Where the result is still
+ * above the bound, the splits (pack_splits below): small instances packed apart from
+ * the large ones, or into the large ones' gaps.
  * Work: a greedy pass is O(k log k + k·c log c) for k instances each overlapping c
  * others in time (found through a segment tree on the steps, not by scanning); the
  * search visits O(k + c) per node and stops at SEARCH_WORK (about 0.1 s), counted in
@@ -213,8 +215,10 @@ static struct span pk_span(const struct pk *p, size_t j)
 
 /* Places the instances in the order ord, each at the lowest offset of the smallest gap
  * between the placed ones it overlaps that holds it (first fit: of the lowest such
- * gap), else above them: the end, or NONE once it reaches cut. */
-static size_t pk_pass(struct pk *p, const size_t *ord, bool first, size_t cut)
+ * gap), else above them: the end, or NONE once it reaches cut. Those with fixed[i] set
+ * (fixed not NULL) keep that offset. */
+static size_t pk_pass(struct pk *p, const size_t *ord, bool first, size_t cut,
+                      const size_t *fixed)
 {
     size_t end = 0, j;
 
@@ -224,6 +228,11 @@ static size_t pk_pass(struct pk *p, const size_t *ord, bool first, size_t cut)
         size_t i = ord[k], a = p->size[i], m = 0, cur = 0, best = NONE, gap = NONE;
         struct span *c = p->conf;
 
+        if (fixed && fixed[i] != NONE) { /* placed beforehand (pk_fill) */
+            p->off[i] = fixed[i];
+            end = p->off[i] + a > end ? p->off[i] + a : end;
+            continue;
+        }
         if (a)
             FOR_OVERLAP(p, i, j, if (p->off[j] != NONE) c[m++] = pk_span(p, j));
         sort_spans(c, c + p->n, m);
@@ -519,21 +528,21 @@ static bool pk_solve(struct pk *p, size_t cap, size_t work)
 
 /* Greedy passes; then the search at the lower bound with half the work, and if it
  * fails, at capacities a little above in increasing order until one is met. */
-static void pk_search(struct pk *p)
+static void pk_search(struct pk *p, size_t work)
 {
     static const unsigned slack[] = {0, 10, 30, 50, 100, 200}; /* per mille of the bound */
-    size_t stop = p->work + SEARCH_WORK;
+    size_t stop = p->work + work;
 
     p->best = NONE;
     for (size_t o = 0; o < N_GREEDY && p->best > p->bound; o++) {
         pk_order(p, &orders[o], p->ord);
-        pk_keep(p, pk_pass(p, p->ord, orders[o].first_fit, p->best));
+        pk_keep(p, pk_pass(p, p->ord, orders[o].first_fit, p->best, NULL));
     }
     for (size_t k = 0; k < REMAT_ARRAY_LEN(slack) && p->work < stop; k++) {
         size_t cap = p->bound + p->bound / 1000 * slack[k];
 
         if (cap >= p->best ||
-            pk_solve(p, cap, k ? p->work + (stop - p->work) / 3 : p->work + SEARCH_WORK / 2))
+            pk_solve(p, cap, k ? p->work + (stop - p->work) / 3 : p->work + work / 2))
             break;
     }
 }
@@ -588,9 +597,14 @@ static void pk_fini(struct pk *p, void *block, size_t bytes)
     core_free(p->al, block, bytes);
 }
 
-/* Sets the offsets of dst (when not NULL) and *out to their end, else *out to the load. */
+/*
+ * Sets the offsets of dst (when not NULL) and *out to their end, else *out to the load.
+ * fixed NULL: the greedy passes and the search (within `work`); else one best-fit pass
+ * by size in which the instances with fixed[i] set keep that offset (pk_fill).
+ */
 static remat_status pk_run(const remat_allocator *al, const struct instance *inst, size_t n,
-                           size_t align, struct instance *dst, size_t *out)
+                           size_t align, struct instance *dst, size_t *out, size_t work,
+                           const size_t *fixed)
 {
     struct pk p = {0};
     void *block = NULL;
@@ -599,8 +613,14 @@ static remat_status pk_run(const remat_allocator *al, const struct instance *ins
 
     if (!st && !(st = pk_index(&p)))
         *out = p.bound;
+    if (!st && dst && !fixed)
+        pk_search(&p, work);
+    if (!st && dst && fixed) {
+        p.best = NONE;
+        pk_order(&p, &orders[0], p.ord);
+        pk_keep(&p, pk_pass(&p, p.ord, false, NONE, fixed));
+    }
     if (!st && dst) {
-        pk_search(&p);
         for (size_t i = 0; i < n; i++)
             dst[i].offset = p.best_off[i];
         *out = p.best;
@@ -610,65 +630,111 @@ static remat_status pk_run(const remat_allocator *al, const struct instance *ins
 }
 
 /*
- * The instances below 1/SMALL_PER_LOAD of the load (a few KiB of statistics or indices,
- * often long-lived and staggered) can pin the large ones' space apart. Packed alone,
- * the large ones first and the small ones above them, they cost the small ones' own
- * packing and may let the large ones pack to their load (ResNet-50 b32, hybrid at its
- * least budget: 1.041x the peak together, 1.0015x apart). Kept when lower than *end.
+ * Small instances (a few KiB to a few MiB of statistics, indices or narrow layers, often
+ * long-lived and staggered) can pin the large ones' space apart. Two ways around, each
+ * tried at a few size thresholds (1/per of the load) and kept where it ends lower:
+ * - apart: the large ones packed alone (passes and search), the small ones packed alone
+ *   above them (ResNet-50 b32, hybrid at its least budget: 1.041x the peak together,
+ *   1.0015x apart);
+ * - fill: the large ones packed alone, then the small ones by size into the gaps they
+ *   leave (DenseNet-161 b32, hybrid at its least budget: 1.41x together, 1.18x so).
+ * The large ones' packing gets a quarter of the search's work each time.
  */
-#define SMALL_PER_LOAD 1000
+static const struct {
+    unsigned per;
+    bool fill;
+} splits[] = {{1000, false}, {300, true}, {100, true}, {30, true}};
 
-static remat_status pack_apart(const remat_allocator *al, struct instance *inst, size_t n,
-                               size_t align, size_t load, size_t *end)
+/* One split: tmp holds the n_large large instances, then the small ones; from[k] is
+ * tmp[k]'s index in inst. */
+static remat_status pack(const remat_allocator *al, struct instance *inst, size_t n,
+                         size_t align, size_t *end, int depth);
+
+static remat_status pack_split(const remat_allocator *al, struct instance *inst, size_t n,
+                               size_t align, struct instance *tmp, const size_t *from,
+                               size_t n_large, bool fill, size_t *fixed, size_t *end,
+                               int depth)
 {
-    size_t n_small = 0, n_large, e_large = 0, e_small = 0, k = 0;
-    struct instance *tmp;
-    size_t *from;
-    remat_status st;
+    size_t e_large = 0, e_small = 0, e;
+    remat_status st = pack(al, tmp, n_large, align, &e_large, depth + 1);
 
-    for (size_t i = 0; i < n; i++)
-        n_small += inst[i].bytes < load / SMALL_PER_LOAD;
-    n_large = n - n_small;
-    if (!n_small || !n_large)
-        return REMAT_OK;
-    tmp = core_calloc(al, n, sizeof *tmp);
-    from = core_calloc(al, n, sizeof *from);
-    if (!tmp || !from) {
-        core_free(al, tmp, n * sizeof *tmp);
-        core_free(al, from, n * sizeof *from);
-        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
+    if (st)
+        return st;
+    if (fill) {
+        for (size_t k = 0; k < n; k++)
+            fixed[k] = k < n_large ? tmp[k].offset : NONE;
+        if ((st = pk_run(al, tmp, n, align, tmp, &e, 0, fixed)))
+            return st;
+    } else {
+        if ((st = pk_run(al, tmp + n_large, n - n_large, align, tmp + n_large, &e_small,
+                         SEARCH_WORK, NULL)))
+            return st;
+        for (size_t k = n_large; k < n; k++)
+            tmp[k].offset += e_large;
+        e = e_large + e_small;
     }
-    for (int small = 0; small < 2; small++) /* the large ones first, then the small */
-        for (size_t i = 0; i < n; i++)
-            if ((inst[i].bytes < load / SMALL_PER_LOAD) == (bool)small) {
-                from[k] = i;
-                tmp[k++] = inst[i];
-            }
-    if (!(st = pk_run(al, tmp, n_large, align, tmp, &e_large)) &&
-        !(st = pk_run(al, tmp + n_large, n_small, align, tmp + n_large, &e_small)) &&
-        e_large + e_small < *end) {
-        for (k = 0; k < n; k++)
-            inst[from[k]].offset = tmp[k].offset + (k < n_large ? 0 : e_large);
-        *end = e_large + e_small;
+    if (e < *end) {
+        for (size_t k = 0; k < n; k++)
+            inst[from[k]].offset = tmp[k].offset;
+        *end = e;
+    }
+    return REMAT_OK;
+}
+
+/* Tries every split of `splits` whose threshold leaves both kinds. */
+static remat_status pack_splits(const remat_allocator *al, struct instance *inst, size_t n,
+                                size_t align, size_t load, size_t *end, int depth)
+{
+    struct instance *tmp = core_calloc(al, n, sizeof *tmp);
+    size_t *from = core_calloc(al, n, sizeof *from), *fixed = core_calloc(al, n, sizeof *fixed);
+    remat_status st = REMAT_OK;
+
+    if (!tmp || !from || !fixed)
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
+    for (size_t q = 0; q < REMAT_ARRAY_LEN(splits) && !st && *end > load; q++) {
+        size_t cut = load / splits[q].per, k = 0, n_large = 0;
+
+        for (int small = 0; small < 2; small++) /* the large ones first */
+            for (size_t i = 0; i < n; i++)
+                if ((inst[i].bytes < cut) == (bool)small) {
+                    from[k] = i;
+                    tmp[k++] = inst[i];
+                    n_large += !small;
+                }
+        if (n_large > 0 && n_large < n)
+            st = pack_split(al, inst, n, align, tmp, from, n_large, splits[q].fill, fixed,
+                            end, depth);
     }
     core_free(al, tmp, n * sizeof *tmp);
     core_free(al, from, n * sizeof *from);
+    core_free(al, fixed, n * sizeof *fixed);
+    return st;
+}
+
+/* The passes and the search; then, where they end above the load, the splits, whose
+ * large ones are packed the same way (to SPLIT_DEPTH levels). */
+#define SPLIT_DEPTH 2
+
+static remat_status pack(const remat_allocator *al, struct instance *inst, size_t n,
+                         size_t align, size_t *end, int depth)
+{
+    size_t load = 0;
+    remat_status st = pk_run(al, inst, n, align, inst, end, SEARCH_WORK, NULL);
+
+    if (!st && depth < SPLIT_DEPTH && !(st = pk_run(al, inst, n, align, NULL, &load, 0, NULL)) &&
+        *end > load)
+        st = pack_splits(al, inst, n, align, load, end, depth);
     return st;
 }
 
 remat_status layout_pack(const remat_allocator *al, struct instance *inst, size_t n,
                          size_t align, size_t *end)
 {
-    size_t load = 0;
-    remat_status st = pk_run(al, inst, n, align, inst, end);
-
-    if (!st && !(st = pk_run(al, inst, n, align, NULL, &load)) && *end > load)
-        st = pack_apart(al, inst, n, align, load, end);
-    return st;
+    return pack(al, inst, n, align, end, 0);
 }
 
 remat_status layout_load(const remat_allocator *al, const struct instance *inst, size_t n,
                          size_t align, size_t *load)
 {
-    return pk_run(al, inst, n, align, NULL, load);
+    return pk_run(al, inst, n, align, NULL, load, 0, NULL);
 }
