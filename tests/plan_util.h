@@ -410,11 +410,15 @@ static inline bool check_family(const struct hg *g, const struct dag *d, bool ex
         set_info(g, &got[i], &si);
         CHECK_OR(ls.size[i] == si.size, goto out, "graph %d %s set %d: size %d, expected %d",
                  gi, fam, i, ls.size[i], si.size);
-        CHECK_OR(i == 0 || ls.size[i - 1] <= ls.size[i], goto out,
-                 "graph %d %s: set %d (size %d) after size %d", gi, fam, i, ls.size[i],
-                 ls.size[i - 1]);
         CHECK_OR(ls.m[i] == si.m, goto out, "graph %d %s set %d: M %zu, expected %zu", gi, fam,
                  i, ls.m[i], si.m);
+        /* ordered by M, then size (the DP's windows rely on it); so no strict superset
+         * comes before its subset */
+        CHECK_OR(i == 0 || ls.m[i - 1] < ls.m[i] ||
+                 (ls.m[i - 1] == ls.m[i] && ls.size[i - 1] <= ls.size[i]), goto out,
+                 "graph %d %s: set %d (M %zu, size %d) after M %zu, size %d", gi, fam, i,
+                 ls.m[i], ls.size[i], ls.m[i - 1], ls.size[i - 1]);
+        CHECK_OR(ls.by_m, goto out, "graph %d %s: not marked as sorted by M", gi, fam);
         CHECK_OR(fabs(ls.t[i] - si.t) <= 1e-9 * (1 + si.t), goto out,
                  "graph %d %s set %d: T %.17g, expected %.17g", gi, fam, i, ls.t[i], si.t);
         CHECK_OR(ls.m_out[i] == si.m_out, goto out,

@@ -2,7 +2,7 @@
  * test_lowerset.c - the families of lower sets of the planners' graph (plan/lowerset.c),
  * against the definitions (DESIGN.md section 4), by brute force: every subset of random
  * DAGs of up to 12 nodes, kept when no edge enters it from outside, against lsets_build
- * (the family, the order by size, M, T, the boundary, M(δ+(L)) + M(δ−(δ+(L)) \ L)) and
+ * (the family, the order by M and size, M, T, the boundary, M(δ+(L)) + M(δ−(δ+(L)) \ L)) and
  * its cap; the approximate family against {∅, V} and the ancestor closures found by a
  * fixpoint. (The multi-word graphs' families are checked in test_dp.c.)
  *

@@ -117,6 +117,28 @@ static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t 
     return *c <= p->budget;
 }
 
+/* The first set a block ending at L_j can start from: with the sets sorted by M(L)
+ * (lsets.by_m), those with M(L_j) - M(L_i) <= B/2 are a contiguous run before j and
+ * the rest break the budget alone (pair_block); otherwise 0. */
+static int32_t first_start(const struct dp *p, int32_t j)
+{
+    const struct lsets *ls = p->ls;
+    size_t half = p->budget / 2;
+    int32_t lo = 0, hi = j;
+
+    if (!ls->by_m || ls->m[j] <= half)
+        return 0;
+    while (lo < hi) { /* the first i with m[i] >= m[j] - half */
+        int32_t mid = lo + (hi - lo) / 2;
+
+        if (ls->m[mid] < ls->m[j] - half)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /*
  * lb[i]: the least overhead from L_i to V over transitions whose block fits the budget
  * (memory carried over ignored), so t + lb[i] bounds every chain through (L_i, t).
@@ -131,6 +153,8 @@ static void dp_lower_bounds(const struct dp *p, int32_t *lb)
             int32_t dt;
             size_t dm, c;
 
+            if (ls->by_m && 2 * (ls->m[j] - ls->m[i]) > p->budget)
+                break; /* and every later j: M only grows */
             if (lb[j] == INT32_MAX || !pair_block(p, i, j, &dt, &dm, &c))
                 continue;
             if (dt + lb[j] < lb[i])
@@ -162,15 +186,15 @@ static remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, i
     p->fr_n[0] = 1;
     if (!push_point(p, (struct point){0, -1, -1, 0}))
         goto nomem;
+    for (size_t q = 0; q < nt; q++)
+        best[q] = SIZE_MAX; /* and again after each set, over the range it touched */
     for (int32_t j = 1; j < n; j++) {
         struct point one = {INT32_MAX, -1, -1, SIZE_MAX};
         bool any = false;
+        int32_t t_lo = INT32_MAX, t_hi = -1; /* the overheads this set's frontier touched */
 
         report(p, j, n);
-        if (mode == DP_FRONTIER)
-            for (size_t q = 0; q < nt; q++)
-                best[q] = SIZE_MAX;
-        for (int32_t i = 0; i < j; i++) {
+        for (int32_t i = first_start(p, j); i < j; i++) {
             const struct point *fp;
             int32_t dt, first, cnt = p->fr_n[i];
             size_t dm, c;
@@ -215,6 +239,8 @@ static remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, i
                     par_s[t] = i;
                     par_p[t] = k;
                     any = true;
+                    t_lo = t < t_lo ? t : t_lo;
+                    t_hi = t > t_hi ? t : t_hi;
                 }
             }
         }
@@ -233,13 +259,15 @@ static remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, i
         {
             size_t run = SIZE_MAX;
 
-            for (int32_t t = 0; t < p->n_t; t++)
+            for (int32_t t = t_lo; t <= t_hi; t++) {
                 if (best[t] < run) {
                     run = best[t];
                     if (!push_point(p, (struct point){t, par_s[t], par_p[t], run}))
                         goto nomem;
                     p->fr_n[j]++;
                 }
+                best[t] = SIZE_MAX;
+            }
         }
         if (p->n_pts > (size_t)INT32_MAX / 2) {
             st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the DP's frontiers grew past 10^9 points");
@@ -301,15 +329,31 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out)
 {
     struct dp p;
-    size_t lo = 0, hi = 2 * ls->m[ls->n - 1] + 1;
+    size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1;
     remat_status st;
 
-    /* The single block {V} needs 2 M(V): feasible at hi. Invariant: lo infeasible. */
-    if ((st = dp_init(&p, d, ls, hi)))
+    /* The single block {V} needs 2 M(V): feasible at top. Invariant: lo infeasible.
+     * Doubling from the largest node's bytes first: a run at budget B costs about the
+     * sets within B/2 bytes of each set (first_start), so the small budgets are cheap
+     * and the bisection then runs below twice the least budget. */
+    for (int32_t v = 0; v < d->n; v++)
+        hi = d->m[v] > hi ? d->m[v] : hi;
+    if ((st = dp_init(&p, d, ls, top)))
         return st;
     p.pg = pg;
+    p.stage = "DP: the least budget, one doubling step";
+    for (; hi < top; hi = hi > top / 2 ? top : 2 * hi) {
+        p.budget = hi;
+        if ((st = dp_run(&p, DP_MIN_M, NULL, 0)))
+            break;
+        if (p.fr_n[ls->n - 1] > 0)
+            break;
+        lo = hi;
+    }
+    if (hi > top)
+        hi = top;
     p.stage = "DP: the least budget, one bisection step";
-    while (hi - lo > 1 && (double)(hi - lo) > 1e-5 * (double)hi) {
+    while (!st && hi - lo > 1 && (double)(hi - lo) > 1e-5 * (double)hi) {
         size_t mid = lo + (hi - lo) / 2;
 
         p.budget = mid;

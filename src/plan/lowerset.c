@@ -250,17 +250,38 @@ out:
 }
 
 static const struct lsets *sort_ctx;
+static const size_t *sort_m;
 
-static int cmp_size(const void *x, const void *y)
+/* By M(L), then size, then creation order: a strict subset comes first (its M is at
+ * most its superset's, its size less), and the sets a block of at most B/2 bytes can
+ * start from are a contiguous run before each set (kusumoto.c). */
+static int cmp_m_size(const void *x, const void *y)
 {
     int32_t i = *(const int32_t *)x, j = *(const int32_t *)y;
 
+    if (sort_m[i] != sort_m[j])
+        return sort_m[i] < sort_m[j] ? -1 : 1;
     if (sort_ctx->size[i] != sort_ctx->size[j])
         return sort_ctx->size[i] < sort_ctx->size[j] ? -1 : 1;
     return (i > j) - (i < j);
 }
 
-/* Sorts the sets by size (ties: creation order), or with dfs keeps the numbering up to
+/* M(L) of every set, for the sort. */
+static size_t *set_bytes(const struct dag *d, const struct lsets *ls, size_t n)
+{
+    size_t *m = core_calloc(ls->al, n ? n : 1, sizeof *m);
+
+    for (size_t i = 0; m && i < n; i++) {
+        const uint64_t *b = lsets_bits(ls, (int32_t)i);
+
+        for (int32_t v = 0; v < d->n; v++)
+            if (bits_has(b, v))
+                m[i] += d->m[v];
+    }
+    return m;
+}
+
+/* Sorts the sets by M(L) and size (cmp_m_size), or with dfs keeps the numbering up to
  * V's, and fills the per-set quantities. */
 static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs)
 {
@@ -280,8 +301,15 @@ static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs)
             n--;
         ls->n = (int32_t)n;
     } else {
+        size_t *m = set_bytes(d, ls, n);
+
+        if (!m)
+            goto nomem;
         sort_ctx = ls;
-        qsort(perm, n, sizeof *perm, cmp_size);
+        sort_m = m;
+        qsort(perm, n, sizeof *perm, cmp_m_size);
+        core_free(a, m, sizeof *m * (n ? n : 1));
+        ls->by_m = true;
     }
     for (size_t i = 0; i < n; i++) {
         memcpy(bits + i * w, lsets_bits(ls, perm[i]), sizeof *bits * w);

@@ -24,6 +24,7 @@ struct lsets {
     size_t *m_out;             /* M(δ+(L)) + M(δ−(δ+(L)) \ L) */
     int32_t *bd_at, *bd;       /* boundary nodes, CSR */
     size_t cap, bd_cap;
+    bool by_m;                 /* sorted by M(L) (all but LS_EXACT_DFS) */
     const remat_allocator *al;
 };
 
