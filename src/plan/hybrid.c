@@ -26,12 +26,16 @@
 #define N_SWEEP 8
 #define MAX_BASE (N_SWEEP + 4)
 
-struct bases {
+struct hybrid_bases {
     remat_schedule *s[MAX_BASE];
     int n;
+    const remat_allocator *al; /* of this struct */
 };
 
-static remat_status add_base(const remat_tgraph *tg, struct bases *b, remat_schedule *s)
+/* Frees the bases and the struct. */
+static void drop_bases(struct hybrid_bases *b);
+
+static remat_status add_base(const remat_tgraph *tg, struct hybrid_bases *b, remat_schedule *s)
 {
     remat_status st = planner_finish(tg, &s);
 
@@ -44,7 +48,7 @@ static remat_status add_base(const remat_tgraph *tg, struct bases *b, remat_sche
 }
 
 /* The plans to start from. */
-static remat_status make_bases(const remat_tgraph *tg, struct bases *b)
+static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
 {
     struct dag d;
     struct lsets ls = {0};
@@ -100,7 +104,7 @@ out:
     return st;
 }
 
-static void free_bases(struct bases *b)
+static void free_bases(struct hybrid_bases *b)
 {
     for (int i = 0; i < b->n; i++)
         remat_schedule_free(b->s[i]);
@@ -125,10 +129,49 @@ static remat_status least_peak(const remat_tgraph *tg, const remat_plan_opts *o,
     return st;
 }
 
-remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
-                         remat_schedule **out, remat_plan_info *info)
+static void drop_bases(struct hybrid_bases *b)
 {
-    struct bases b = {{NULL}, 0};
+    if (b) {
+        free_bases(b);
+        core_free(b->al, b, sizeof *b);
+    }
+}
+
+void plan_memo_fini(struct plan_memo *m)
+{
+    if (m) {
+        drop_bases(m->hybrid);
+        m->hybrid = NULL;
+    }
+}
+
+/* The bases, from the memo when it has them (kept there when it is given). */
+static remat_status get_bases(const remat_tgraph *tg, struct plan_memo *memo,
+                              struct hybrid_bases **b)
+{
+    remat_status st;
+
+    if (memo && memo->hybrid) {
+        *b = memo->hybrid;
+        return REMAT_OK;
+    }
+    if (!(*b = core_calloc(tgraph_al(tg), 1, sizeof **b)))
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+    (*b)->al = tgraph_al(tg);
+    if ((st = make_bases(tg, *b))) {
+        drop_bases(*b);
+        *b = NULL;
+        return st;
+    }
+    if (memo)
+        memo->hybrid = *b;
+    return REMAT_OK;
+}
+
+remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
+                         remat_schedule **out, remat_plan_info *info, struct plan_memo *memo)
+{
+    struct hybrid_bases *bp = NULL;
     remat_sim_opts so = {o->bandwidth, o->flops, o->copy_slowdown};
     remat_sim_result best = {0}, r;
     remat_plan_info pi = {0};
@@ -136,31 +179,31 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
     size_t target = *budget;
 
     *out = NULL;
-    if ((st = make_bases(tg, &b)))
-        goto out;
+    if ((st = get_bases(tg, memo, &bp)))
+        return st;
     if (o->budget_min) {
         /* the least peak any base reaches, every value a candidate */
         target = SIZE_MAX;
-        for (int i = 0; i < b.n && !st; i++) {
+        for (int i = 0; i < bp->n && !st; i++) {
             size_t peak;
 
-            if (!(st = least_peak(tg, o, b.s[i], &peak)) && peak < target)
+            if (!(st = least_peak(tg, o, bp->s[i], &peak)) && peak < target)
                 target = peak;
         }
         if (st)
             goto out;
         *budget = target;
     }
-    for (int i = 0; i < b.n; i++) {
+    for (int i = 0; i < bp->n; i++) {
         remat_schedule *s = NULL;
         size_t t = target;
 
         if (o->no_offload) {
-            if ((st = schedule_copy(b.s[i], &s)))
+            if ((st = schedule_copy(bp->s[i], &s)))
                 goto out;
             pi.n_offloaded = 0;
             pi.offloaded_bytes = 0;
-        } else if ((st = plan_offload(tg, b.s[i], NULL, &t, o->bandwidth, o->flops,
+        } else if ((st = plan_offload(tg, bp->s[i], NULL, &t, o->bandwidth, o->flops,
                                       o->copy_slowdown, &s, &pi))) {
             goto out;
         }
@@ -185,10 +228,10 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
         size_t least = SIZE_MAX;
 
         /* nothing fits: the least peak reachable, for the message */
-        for (int i = 0; i < b.n && !st; i++) {
+        for (int i = 0; i < bp->n && !st; i++) {
             size_t peak;
 
-            if (!(st = least_peak(tg, o, b.s[i], &peak)))
+            if (!(st = least_peak(tg, o, bp->s[i], &peak)))
                 least = peak < least ? peak : least;
         }
         if (!st)
@@ -197,6 +240,7 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
                             least, o->no_offload ? " without offload" : " with offload");
     }
 out:
-    free_bases(&b);
+    if (!memo)
+        drop_bases(bp);
     return st;
 }

@@ -239,29 +239,33 @@ static remat_status best_of_others(const remat_tgraph *tg, size_t budget, remat_
  * least peak when o->budget_min (then *budget becomes that peak where it searches). */
 typedef remat_status (*planner_fn)(const remat_tgraph *tg, const remat_plan_opts *o,
                                    size_t *budget, remat_schedule **out,
-                                   remat_plan_info *info);
+                                   remat_plan_info *info, struct plan_memo *memo);
 
 static remat_status run_none(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
-                             remat_schedule **out, remat_plan_info *info)
+                             remat_schedule **out, remat_plan_info *info,
+                             struct plan_memo *memo)
 {
     return remat_plan_none(tg, out);
 }
 
 static remat_status run_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
-                           remat_schedule **out, remat_plan_info *info)
+                           remat_schedule **out, remat_plan_info *info,
+                             struct plan_memo *memo)
 {
     return plan_dp(tg, o, tg->resident_bytes, budget, out, info);
 }
 
 static remat_status run_heuristic(const remat_tgraph *tg, const remat_plan_opts *o,
-                                  size_t *budget, remat_schedule **out, remat_plan_info *info)
+                                  size_t *budget, remat_schedule **out, remat_plan_info *info,
+                             struct plan_memo *memo)
 {
     /* a budget of 0 makes them take their least-peak variant */
     return plan_heuristic(tg, o, o->budget_min ? 0 : *budget, out, info);
 }
 
 static remat_status run_optimal(const remat_tgraph *tg, const remat_plan_opts *o,
-                                size_t *budget, remat_schedule **out, remat_plan_info *info)
+                                size_t *budget, remat_schedule **out, remat_plan_info *info,
+                             struct plan_memo *memo)
 {
     remat_status st = planner_other(tg, o, budget, out, info);
 
@@ -286,6 +290,7 @@ _Static_assert(REMAT_ARRAY_LEN(planners) == REMAT_STRATEGY_COUNT, "a planner per
 struct planning {
     const remat_tgraph *tg;
     remat_plan_opts o;
+    struct plan_memo *memo; /* what the planner keeps between attempts */
     int32_t force;         /* the kernels' rule (algos.h) */
     size_t reserve;        /* the largest least scratch of an op under that rule */
     bool least;            /* budget min */
@@ -310,7 +315,7 @@ static remat_status attempt(const struct planning *p, bool least, size_t act, si
     info->scratch_reserve_bytes = p->reserve;
     o.budget_min = least;
     *out = NULL;
-    if ((st = planners[o.strategy](tg, &o, &budget, out, info)))
+    if ((st = planners[o.strategy](tg, &o, &budget, out, info, p->memo)))
         goto fail;
     if (!is_dp(o.strategy) && (st = planner_finish(tg, out)))
         goto fail;
@@ -354,9 +359,9 @@ fail:
  *
  * The strategy's least-peak plan comes first. Where its arena packs above its peak (the
  * offloading strategies' least plans interleave lifetimes that no offsets pack tightly),
- * a plan allowed more activation bytes may pack into less: LEAST_TRIES activation budgets
- * between the peak and the arena are tried, then each best arena less 1/64 while that
- * still gains; the least total wins (on a tie, the lower arena / peak).
+ * a plan allowed more activation bytes may pack into less: activation budgets from the
+ * arena down to the peak in LEAST_TRIES steps while each gains, then each best arena
+ * less 1/64 while that gains; the least total wins (on a tie, the lower arena / peak).
  */
 #define LEAST_TRIES 8
 #define LEAST_REFINE 4
@@ -405,8 +410,12 @@ static remat_status plan_least(const struct planning *p, size_t *B, remat_schedu
         return st;
     }
     if (arena > peak + peak / 64 && !p->o.least_peak) {
-        for (int k = 1; k <= LEAST_TRIES; k++)
-            try_least(p, peak + (arena - peak) / LEAST_TRIES * (size_t)k, &best);
+        /* from the arena down: a plan allowed nearly the arena packs to about its budget,
+         * and less allows less until the packing loses; stop at the first that gains
+         * nothing (a strategy whose plans all pack alike costs one attempt) */
+        for (int k = LEAST_TRIES - 1; k >= 1; k--)
+            if (!try_least(p, peak + (arena - peak) / LEAST_TRIES * (size_t)k, &best))
+                break;
         for (int k = 0; k < LEAST_REFINE && best.info.arena_bytes > 64; k++)
             if (!try_least(p, best.info.arena_bytes - best.info.arena_bytes / 64, &best))
                 break;
@@ -488,7 +497,8 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
                         remat_plan_info *info)
 {
     remat_plan_info dummy;
-    struct planning p = {tg, {0}, ALGO_FIT, 0, false};
+    struct plan_memo memo = {0};
+    struct planning p = {tg, {0}, &memo, ALGO_FIT, 0, false};
     size_t B;
     double t0 = core_seconds();
     remat_status st;
@@ -527,6 +537,7 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
         st = attempt(&p, false, SIZE_MAX / 4, SIZE_MAX, out, info, NULL);
     else if ((st = plan_fit(&p, B, out, info)) == REMAT_ERR_INFEASIBLE)
         st = refuse(&p, B);
+    plan_memo_fini(&memo);
     info->plan_seconds = core_seconds() - t0;
     if (st)
         return st;

@@ -62,9 +62,18 @@ remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const
 /* The last pass of every plan of a trainable graph (plan_canonical_grads), in place;
  * before plan_offload. */
 remat_status planner_finish(const remat_tgraph *tg, remat_schedule **s);
-/* The keep / recompute / offload planner (hybrid.c): see docs/planners.md. */
+/* What a planner may keep between the attempts of one remat_plan (plan.c tries a
+ * strategy at several activation budgets): results that do not depend on the budget.
+ * Zeroed before the first attempt, released by plan_memo_fini after the last. */
+struct plan_memo {
+    struct hybrid_bases *hybrid; /* hybrid.c: the plans it starts from */
+};
+void plan_memo_fini(struct plan_memo *m);
+
+/* The keep / recompute / offload planner (hybrid.c): see docs/planners.md. memo may be
+ * NULL (nothing kept). */
 remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
-                         remat_schedule **out, remat_plan_info *info);
+                         remat_schedule **out, remat_plan_info *info, struct plan_memo *memo);
 
 /* The simulated activation peak of a schedule (SIZE_MAX when it is invalid). */
 remat_status planner_sim_peak(const remat_tgraph *tg, const remat_schedule *s, size_t *peak);
