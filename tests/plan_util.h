@@ -425,6 +425,13 @@ static inline bool check_family(const struct hg *g, const struct dag *d, bool ex
                  "graph %d %s set %d: m_out %zu, expected %zu", gi, fam, i, ls.m_out[i],
                  si.m_out);
         CHECK_OR(ls.bd_at[i + 1] >= ls.bd_at[i], goto out, "graph %d: bd_at", gi);
+        /* the subset test through the maximal nodes against the bitsets' own (every
+         * pair of up to 128 sets, the first 128 against the rest beyond) */
+        for (int32_t j = 0; j < ls.n && (i < 128 || j < 128); j++)
+            CHECK_OR(lsets_subset(&ls, i, j) ==
+                     bits_subset(lsets_bits(&ls, i), lsets_bits(&ls, j), ls.words), goto out,
+                     "graph %d %s: sets %d and %d: lsets_subset says %d", gi, fam, i, j,
+                     (int)lsets_subset(&ls, i, j));
         for (int32_t k = ls.bd_at[i]; k < ls.bd_at[i + 1]; k++) {
             int32_t v = ls.bd[k];
 

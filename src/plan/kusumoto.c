@@ -110,7 +110,7 @@ static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t 
     size_t dmv = ls->m[j] - ls->m[i];
 
     if (ls->size[i] >= ls->size[j] || 2 * dmv > p->budget ||
-        !bits_subset(lsets_bits(ls, i), lsets_bits(ls, j), ls->words))
+        !lsets_subset(ls, i, j))
         return false;
     *dt = quantize(p, block_t(p, i, j, dm, &dmv));
     *c = 2 * dmv + ls->m_out[j];

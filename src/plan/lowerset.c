@@ -18,6 +18,8 @@ void lsets_fini(struct lsets *ls)
     core_free(a, ls->m_out, sizeof *ls->m_out * ls->cap);
     core_free(a, ls->bd_at, sizeof *ls->bd_at * (ls->cap + 1));
     core_free(a, ls->bd, sizeof *ls->bd * ls->bd_cap);
+    core_free(a, ls->mx_at, sizeof *ls->mx_at * (ls->cap + 1));
+    core_free(a, ls->mx, sizeof *ls->mx * ls->mx_cap);
     memset(ls, 0, sizeof *ls);
 }
 
@@ -397,6 +399,47 @@ out:
     return st;
 }
 
+/* Whether node v of L (bits b) is maximal in it: none of its successors is in L. */
+static bool is_maximal(const struct dag *d, const uint64_t *b, int32_t v)
+{
+    for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1]; e++)
+        if (bits_has(b, d->succ[e]))
+            return false;
+    return true;
+}
+
+/* The maximal nodes of every set (lsets_subset): counted, then listed. */
+static remat_status find_maxima(const struct dag *d, struct lsets *ls)
+{
+    size_t total = 0, w = (size_t)ls->words;
+
+    ls->mx_at = core_calloc(ls->al, ls->cap + 1, sizeof *ls->mx_at);
+    if (!ls->mx_at)
+        goto nomem;
+    for (int pass = 0; pass < 2; pass++) {
+        total = 0;
+        for (int32_t i = 0; i < ls->n; i++) {
+            const uint64_t *b = lsets_bits(ls, i);
+
+            ls->mx_at[i] = (int32_t)total;
+            for (size_t k = 0; k < w; k++)
+                for (uint64_t x = b[k]; x; x &= x - 1) {
+                    int32_t v = (int32_t)(64 * k + (size_t)__builtin_ctzll(x));
+
+                    if (is_maximal(d, b, v) && pass == 1)
+                        ls->mx[total] = v;
+                    total += is_maximal(d, b, v);
+                }
+        }
+        ls->mx_at[ls->n] = (int32_t)total;
+        if (pass == 0 && !(ls->mx = core_calloc(ls->al, (ls->mx_cap = total + 1), sizeof *ls->mx)))
+            goto nomem;
+    }
+    return REMAT_OK;
+nomem:
+    return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory measuring lower sets");
+}
+
 remat_status lsets_build(const struct dag *d, enum lsets_family fam, const int32_t *key,
                          int64_t max_sets, struct lsets *ls)
 {
@@ -412,6 +455,8 @@ remat_status lsets_build(const struct dag *d, enum lsets_family fam, const int32
     core_free(ls->al, h.slot, sizeof *h.slot * h.cap);
     if (!st)
         st = finish(d, ls, fam == LS_EXACT_DFS);
+    if (!st)
+        st = find_maxima(d, ls);
     if (st)
         lsets_fini(ls);
     return st;

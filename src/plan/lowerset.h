@@ -25,12 +25,26 @@ struct lsets {
     int32_t *bd_at, *bd;       /* boundary nodes, CSR */
     size_t cap, bd_cap;
     bool by_m;                 /* sorted by M(L) (all but LS_EXACT_DFS) */
+    int32_t *mx_at, *mx;       /* maximal nodes (no successor in L), CSR */
+    size_t mx_cap;
     const remat_allocator *al;
 };
 
 static inline const uint64_t *lsets_bits(const struct lsets *ls, int32_t i)
 {
     return ls->bits + (size_t)i * (size_t)ls->words;
+}
+
+/* L_i ⊆ L_j: a lower set is in another exactly when its maximal nodes are (their
+ * ancestors follow); one or a few bit tests instead of a word per 64 nodes. */
+static inline bool lsets_subset(const struct lsets *ls, int32_t i, int32_t j)
+{
+    const uint64_t *bj = lsets_bits(ls, j);
+
+    for (int32_t k = ls->mx_at[i]; k < ls->mx_at[i + 1]; k++)
+        if (!(bj[ls->mx[k] >> 6] >> (ls->mx[k] & 63) & 1))
+            return false;
+    return true;
 }
 
 enum lsets_family {
