@@ -302,15 +302,29 @@ static void timing(const char *dir)
         remat_tgraph_free(tg);
         tg = NULL;
     }
-    if (!remat_zoo_build("resnet1001", &o, NULL, &g) && !remat_tgraph_from_graph(g, NULL, &tg)) {
-        r = run(tg, REMAT_STRATEGY_APPROX_TC, true, 0);
-        printf("| resnet1001 (zoo, batch 1) | approx-tc, searching the minimum | — | %.2f |\n",
-               r.seconds);
-        r = run(tg, REMAT_STRATEGY_APPROX_TC, false, r.budget + remat_tgraph_resident_bytes(tg));
-        printf("| resnet1001 (zoo, batch 1) | approx-tc | its minimum | %.2f |\n", r.seconds);
+    for (int k = 0; k < 2; k++) {
+        const char *net = k ? "resnet2498" : "resnet1001";
+
+        if (remat_zoo_build(net, &o, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg)) {
+            remat_graph_free(g);
+            g = NULL;
+            continue;
+        }
+        for (int mc = 0; mc < 2; mc++) {
+            remat_strategy st = mc ? REMAT_STRATEGY_APPROX_MC : REMAT_STRATEGY_APPROX_TC;
+
+            r = run(tg, st, true, 0);
+            printf("| %s (zoo, batch 1, %d planned values) | %s, searching the minimum | — | %.2f |\n",
+                   net, remat_tgraph_n_planned(tg), remat_strategy_name(st), r.seconds);
+            r = run(tg, st, false, r.budget + remat_tgraph_resident_bytes(tg));
+            printf("| %s (zoo, batch 1) | %s | its minimum | %.2f |\n", net,
+                   remat_strategy_name(st), r.seconds);
+        }
+        remat_tgraph_free(tg);
+        remat_graph_free(g);
+        tg = NULL;
+        g = NULL;
     }
-    remat_tgraph_free(tg);
-    remat_graph_free(g);
 }
 
 int main(int argc, char **argv)
