@@ -140,6 +140,27 @@ expect_error "empty data" "empty.bin: empty file" $REMAT train resnet18 --input-
 expect_error "empty params" "empty.bin: empty file" $REMAT train resnet18 --input-size 32x32 --batch 2 --load "$tmp/empty.bin"
 expect_error "directory params" "is a directory" $REMAT train resnet18 --input-size 32x32 --batch 2 --load "$tmp/dir.onnx"
 expect_error "classes on onnx" "--classes does not apply to an ONNX file" $REMAT plan tests/data/tiny.onnx --classes 5
+# Every op type remat does not read, in one refusal: each with its count and first node
+if "$PY" - "$tmp/gaps.onnx" <<'PYEOF' 2>/dev/null
+import sys
+from onnx import helper, TensorProto
+x = helper.make_tensor_value_info('x', TensorProto.FLOAT, [2, 3])
+y = helper.make_tensor_value_info('y', TensorProto.FLOAT, [2, 3])
+nodes = [helper.make_node('Relu', ['x'], ['a'], name='relu0'),
+         helper.make_node('Erf', ['a'], ['b'], name='erf0'),
+         helper.make_node('Tanh', ['b'], ['c'], name='tanh0'),
+         helper.make_node('Erf', ['c'], ['d'], name='erf1'),
+         helper.make_node('Foo', ['d'], ['e'], name='foo0', domain='com.example'),
+         helper.make_node('Erf', ['e'], ['y'], name='erf2')]
+g = helper.make_graph(nodes, 'gaps', [x], [y])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13), helper.make_opsetid('com.example', 1)])
+open(sys.argv[1], 'wb').write(m.SerializeToString())
+PYEOF
+then
+    expect_error "every unsupported op at once" "gaps.onnx: 3 op types remat does not read at opset 13, in 5 nodes (docs/onnx.md lists those it reads): Erf x3 (first: node 1 'erf0'), Tanh x1 (first: node 2 'tanh0'), com.example:Foo x1 (first: node 4 'foo0')" $REMAT plan "$tmp/gaps.onnx"
+else
+    skip "every unsupported op at once" "python3-onnx cannot write a model"
+fi
 expect_error "no-aux on onnx" "--no-aux does not apply to an ONNX file" $REMAT train tests/data/tiny.onnx --no-aux
 expect_error "loss is train's" "unknown option '--loss'" $REMAT plan resnet18 --loss softmax-ce
 for s in approx-tc approx-mc exact-tc exact-mc optimal hybrid; do

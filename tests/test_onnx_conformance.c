@@ -293,6 +293,9 @@ static void run_case(const char *name, struct tally *ty)
         if (st) {
             const char *msg = remat_errmsg(), *colon = strstr(msg, "): ");
 
+            if (strstr(msg, "remat does not read")) /* the op types, after the count */
+                colon = strstr(msg, "reads): ") + 5;
+
             snprintf(why, sizeof why, "%s", colon ? colon + 3 : msg);
             if (strchr(why, '['))
                 *strrchr(why, '[') = '\0';

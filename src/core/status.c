@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Thread_local char errbuf[1024];
+static _Thread_local char errbuf[4096];
 
 static const char *const status_names[] = {
     [REMAT_OK] = "ok",

@@ -626,6 +626,8 @@ static remat_status read_model(struct rd *r, const Onnx__ModelProto *m)
                           OPSET_MIN, OPSET_MAX);
     if (!gp)
         return REMAT_FAIL(REMAT_ERR_PARSE, "%s: no graph", r->label);
+    if ((st = ox_check_coverage(r, gp)))
+        return st;
     for (size_t i = 0; i < gp->n_initializer; i++) {
         const Onnx__TensorProto *t = gp->initializer[i];
 

@@ -464,64 +464,141 @@ static remat_status op_constant(struct rd *r)
     return ox_define(r, r->node->output[0], (struct ent){.kind = E_TENSOR, .t = a->t});
 }
 
+/* The ONNX op types remat reads, each with its reader and the reader's argument: one
+ * table for the reading and for the check of a whole model (ox_reads). */
+typedef remat_status (*ox_fn)(struct rd *r, int arg);
+
+static remat_status rd_conv(struct rd *r, int transposed) { return op_conv(r, transposed); }
+static remat_status rd_bn(struct rd *r, int arg) { return op_batch_norm(r); }
+static remat_status rd_unary(struct rd *r, int op) { return op_unary(r, (remat_op)op, NULL); }
+static remat_status rd_clip(struct rd *r, int arg) { return op_clip(r); }
+static remat_status rd_pool(struct rd *r, int max) { return op_pool(r, max); }
+static remat_status rd_nary(struct rd *r, int op) { return op_nary(r, (remat_op)op); }
+static remat_status rd_flatten(struct rd *r, int arg) { return op_flatten(r); }
+static remat_status rd_reshape(struct rd *r, int arg) { return op_reshape(r); }
+static remat_status rd_gemm(struct rd *r, int matmul) { return op_gemm(r, matmul); }
+static remat_status rd_dropout(struct rd *r, int arg) { return op_dropout(r); }
+static remat_status rd_constant(struct rd *r, int arg) { return op_constant(r); }
+static remat_status rd_alias(struct rd *r, int arg) { return alias(r); }
+static remat_status rd_pad(struct rd *r, int arg) { return op_pad(r); }
+static remat_status rd_mul(struct rd *r, int arg) { return op_mul(r); }
+static remat_status rd_softmax(struct rd *r, int arg) { return op_softmax(r); }
+static remat_status rd_transpose(struct rd *r, int arg) { return op_transpose(r); }
+static remat_status rd_resize(struct rd *r, int arg) { return op_resize(r); }
+
+static remat_status rd_leaky(struct rd *r, int arg)
+{
+    return op_unary(r, REMAT_OP_LEAKY_RELU, &(remat_attrs){.alpha = ox_attr_f(r, "alpha", 0.01f)});
+}
+
+static const struct ox_op {
+    const char *type;
+    ox_fn fn;
+    int arg;
+} ox_ops[] = {
+    {"Conv", rd_conv, 0},
+    {"ConvTranspose", rd_conv, 1},
+    {"BatchNormalization", rd_bn, 0},
+    {"Relu", rd_unary, REMAT_OP_RELU},
+    {"Clip", rd_clip, 0},
+    {"MaxPool", rd_pool, 1},
+    {"AveragePool", rd_pool, 0},
+    {"GlobalAveragePool", rd_unary, REMAT_OP_GLOBAL_AVG_POOL},
+    {"Add", rd_nary, REMAT_OP_ADD},
+    {"Sum", rd_nary, REMAT_OP_ADD},
+    {"Concat", rd_nary, REMAT_OP_CONCAT},
+    {"Flatten", rd_flatten, 0},
+    {"Reshape", rd_reshape, 0},
+    {"Gemm", rd_gemm, 0},
+    {"MatMul", rd_gemm, 1},
+    {"Dropout", rd_dropout, 0},
+    {"Constant", rd_constant, 0},
+    {"Identity", rd_alias, 0},
+    {"Pad", rd_pad, 0},
+    {"LeakyRelu", rd_leaky, 0},
+    {"Sigmoid", rd_unary, REMAT_OP_SIGMOID},
+    {"Mul", rd_mul, 0},
+    {"Softmax", rd_softmax, 0},
+    {"Transpose", rd_transpose, 0},
+    {"Resize", rd_resize, 0},
+    {"Upsample", rd_resize, 0},
+};
+
+static const struct ox_op *find_op(const char *type)
+{
+    for (size_t i = 0; i < REMAT_ARRAY_LEN(ox_ops); i++)
+        if (!strcmp(ox_ops[i].type, type))
+            return &ox_ops[i];
+    return NULL;
+}
+
+bool ox_reads(const char *domain, const char *type)
+{
+    return (!domain || !*domain || !strcmp(domain, "ai.onnx")) && type && find_op(type);
+}
+
 remat_status ox_read_node(struct rd *r)
 {
     const char *t = r->node->op_type ? r->node->op_type : "";
+    const struct ox_op *op;
 
     if (r->node->domain && *r->node->domain && strcmp(r->node->domain, "ai.onnx"))
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "domain '%s'", r->node->domain);
     if (r->node->n_output < 1 || !r->node->output[0] || !*r->node->output[0])
         return ox_node_fail(r, REMAT_ERR_PARSE, "no output");
-    if (!strcmp(t, "Conv"))
-        return op_conv(r, false);
-    if (!strcmp(t, "ConvTranspose"))
-        return op_conv(r, true);
-    if (!strcmp(t, "BatchNormalization"))
-        return op_batch_norm(r);
-    if (!strcmp(t, "Relu"))
-        return op_unary(r, REMAT_OP_RELU, NULL);
-    if (!strcmp(t, "Clip"))
-        return op_clip(r);
-    if (!strcmp(t, "MaxPool"))
-        return op_pool(r, true);
-    if (!strcmp(t, "AveragePool"))
-        return op_pool(r, false);
-    if (!strcmp(t, "GlobalAveragePool"))
-        return op_unary(r, REMAT_OP_GLOBAL_AVG_POOL, NULL);
-    if (!strcmp(t, "Add") || !strcmp(t, "Sum"))
-        return op_nary(r, REMAT_OP_ADD);
-    if (!strcmp(t, "Concat"))
-        return op_nary(r, REMAT_OP_CONCAT);
-    if (!strcmp(t, "Flatten"))
-        return op_flatten(r);
-    if (!strcmp(t, "Reshape"))
-        return op_reshape(r);
-    if (!strcmp(t, "Gemm"))
-        return op_gemm(r, false);
-    if (!strcmp(t, "MatMul"))
-        return op_gemm(r, true);
-    if (!strcmp(t, "Dropout"))
-        return op_dropout(r);
-    if (!strcmp(t, "Constant"))
-        return op_constant(r);
-    if (!strcmp(t, "Identity"))
-        return alias(r);
-    if (!strcmp(t, "Pad"))
-        return op_pad(r);
-    if (!strcmp(t, "LeakyRelu"))
-        return op_unary(r, REMAT_OP_LEAKY_RELU,
-                        &(remat_attrs){.alpha = ox_attr_f(r, "alpha", 0.01f)});
-    if (!strcmp(t, "Sigmoid"))
-        return op_unary(r, REMAT_OP_SIGMOID, NULL);
-    if (!strcmp(t, "Mul"))
-        return op_mul(r);
-    if (!strcmp(t, "Softmax"))
-        return op_softmax(r);
-    if (!strcmp(t, "Transpose"))
-        return op_transpose(r);
-    if (!strcmp(t, "Resize") || !strcmp(t, "Upsample"))
-        return op_resize(r);
-    return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat has no %s (docs/onnx.md lists the ops "
-                     "it reads)", t);
+    if (!(op = find_op(t)))
+        return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat has no %s (docs/onnx.md lists the "
+                            "ops it reads)", t);
+    return op->fn(r, op->arg);
 }
 
+/* Every op type of the graph that remat does not read, at once: one refusal listing
+ * each type with its count and its first node, so a user sees the whole gap. */
+#define COVER_MAX 64 /* distinct unknown types kept; more are counted */
+
+struct uncovered {
+    const Onnx__NodeProto *first;
+    size_t first_i, count;
+};
+
+remat_status ox_check_coverage(const struct rd *r, const Onnx__GraphProto *gp)
+{
+    struct uncovered u[COVER_MAX];
+    size_t n = 0, more = 0, nodes = 0, len = 0;
+    char list[3072] = "";
+
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *nd = gp->node[i];
+        size_t k = 0;
+
+        if (ox_reads(nd->domain, nd->op_type))
+            continue;
+        nodes++;
+        while (k < n && !(!strcmp(u[k].first->op_type ? u[k].first->op_type : "",
+                                  nd->op_type ? nd->op_type : "") &&
+                          !strcmp(u[k].first->domain ? u[k].first->domain : "",
+                                  nd->domain ? nd->domain : "")))
+            k++;
+        if (k < n)
+            u[k].count++;
+        else if (n < COVER_MAX)
+            u[n++] = (struct uncovered){nd, i, 1};
+        else
+            more++;
+    }
+    if (!n)
+        return REMAT_OK;
+    for (size_t k = 0; k < n && len < sizeof list - 1; k++) {
+        const Onnx__NodeProto *nd = u[k].first;
+        int w = snprintf(list + len, sizeof list - len, "%s%s%s%s x%zu (first: node %zu '%.40s')",
+                         k ? ", " : "", nd->domain && *nd->domain ? nd->domain : "",
+                         nd->domain && *nd->domain ? ":" : "", nd->op_type ? nd->op_type : "?",
+                         u[k].count, u[k].first_i, nd->name ? nd->name : "");
+
+        len = w > 0 && (size_t)w < sizeof list - len ? len + (size_t)w : sizeof list - 1;
+    }
+    return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: %zu op type%s remat does not read at opset "
+                      "%d, in %zu node%s (docs/onnx.md lists those it reads): %s%s", r->label,
+                      n + more, n + more == 1 ? "" : "s", r->opset, nodes,
+                      nodes == 1 ? "" : "s", list, more ? " and more" : "");
+}

@@ -90,5 +90,10 @@ remat_status ox_window(struct rd *r, int32_t x, int64_t kh, int64_t kw, remat_at
 
 /* onnx_ops.c: the current node into remat ops */
 remat_status ox_read_node(struct rd *r);
+/* Whether remat reads nodes of this domain and op type (onnx_ops.c's table). */
+bool ox_reads(const char *domain, const char *type);
+/* REMAT_ERR_UNSUPPORTED listing every op type of gp that remat does not read (with its
+ * count and first node), else REMAT_OK: checked before any node is read. */
+remat_status ox_check_coverage(const struct rd *r, const Onnx__GraphProto *gp);
 
 #endif
