@@ -408,9 +408,12 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
         if (p.fr_n[last] > 0 && p.pts[p.fr_at[last]].t < ub)
             ub = p.pts[p.fr_at[last]].t;
         dp_lower_bounds(&p, lb);
-        /* Deepening: a small bound prunes hard; double it until a chain fits under it. */
+        /* Deepening: a small bound prunes hard, and a run costs about its bound; so the
+         * bound grows fourfold while that stays under a quarter of ub, then jumps to ub,
+         * where a chain surely fits (at most 4/3 of one run at ub when the optimum is
+         * near ub, as at the least budget; little when it is far below). */
         p.stage = "DP: the time-memory frontier, one deepening";
-        for (int32_t guess = lb[0] > 0 ? lb[0] : 1;; guess = guess > ub / 2 ? ub : 2 * guess) {
+        for (int32_t guess = lb[0] > 0 ? lb[0] : 1;; guess = guess > ub / 16 ? ub : 4 * guess) {
             if ((st = dp_run(&p, DP_FRONTIER, lb, guess < ub ? guess : ub)))
                 goto out;
             if (p.fr_n[last] > 0)
