@@ -111,7 +111,9 @@ typedef struct remat_allocator {
     X(SIGMOID, "sigmoid")                                                                \
     X(MUL, "mul")                                                                        \
     X(SOFTMAX, "softmax")                                                                \
-    X(TRANSPOSE, "transpose")
+    X(TRANSPOSE, "transpose")                                                            \
+    X(LAYER_NORM, "layer_norm")                                                          \
+    X(GELU, "gelu")
 
 typedef enum remat_op {
 #define REMAT_X_ENUM(e, s) REMAT_OP_##e,
@@ -137,13 +139,19 @@ const char *remat_op_name(remat_op op);
  *   crop: out_h, out_w, and offset (top, left); offset -1 means centred;
  *   pad: pad_t, pad_b, pad_l, pad_r (zeros);
  *   softmax_ce: inputs (logits (N, K), labels (N)), output the mean loss, shape (1);
- *   sum_losses: any number of losses of shape (1), summed.
+ *   sum_losses: any number of losses of shape (1), summed;
+ *   layer_norm: eps (1e-5); normalizes each row over the last axis of a 2-d to 4-d
+ *       input, such as (N, D) or (N, S, D), with parameters weight (gamma, starts at 1)
+ *       and bias (beta, starts at 0) of shape (D), as PyTorch's nn.LayerNorm(D);
+ *   gelu: approximate (false: the exact x * Phi(x) with the normal CDF Phi; true: the
+ *       tanh form, as PyTorch's GELU(approximate='tanh')).
  */
 typedef struct remat_attrs {
     int64_t out_channels;
     int32_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
     int32_t out_pad_h, out_pad_w;
     bool bias, ceil_mode, count_include_pad, align_corners;
+    bool approximate;           /* gelu: the tanh approximation instead of erf */
     float eps, momentum, p;
     float clip_min, clip_max;   /* clip: both 0 means [0, 6] (ReLU6) */
     float alpha;                /* leaky_relu's negative slope; 0 means 0.01 */

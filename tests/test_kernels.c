@@ -643,6 +643,100 @@ static void test_misc_hand(void)
     tk_fini(&t);
 }
 
+/*
+ * Layer norm by hand. The row x = (1, 2, 3, 4): mean 10 / 4 = 2.5; deviations (-1.5,
+ * -0.5, 0.5, 1.5), squares (2.25, 0.25, 0.25, 2.25), sum 5, biased variance 5 / 4 = 1.25;
+ * invstd = 1 / sqrt(1.25) = 0.894427191 (eps 1e-12: as good as 0, since 0 means the
+ * default); y = deviations * invstd = (-1.341640786, -0.447213595, 0.447213595,
+ * 1.341640786). With gamma = 1 and dy = 1 (dout NULL), the backward's dx is
+ * invstd / 4 * (4 * 1 - sum 1 - x_hat * sum x_hat) = invstd / 4 * (4 - 4 - 0) = 0,
+ * dgamma = x_hat and dbeta = 1.
+ */
+static void test_layer_norm_hand(void)
+{
+    const float x[8] = {1, 2, 3, 4, 2, 2, 2, 2}, gamma[4] = {2, -1, 0.5f, 1};
+    const float beta[4] = {0.5f, 0, -1, 2}, ones[4] = {1, 1, 1, 1};
+    const double xh[4] = {-1.341640786, -0.447213595, 0.447213595, 1.341640786};
+    struct shp s2 = S2(1, 4), s3 = {3, {1, 2, 4, 0}};
+    double is, want[8];
+    float *dout;
+    struct tk t;
+
+    tk_init(&t, REMAT_OP_LAYER_NORM, 1, &s2, &(remat_attrs){.eps = 1e-12f});
+    check_shape("ln params", &t.op.w, 1, 4, 0, 0, 0);
+    check_shape("ln aux", &t.op.aux, 2, 2, 1, 0, 0);
+    set_vals(&t.in[0], x);
+    set_vals(&t.op.w, ones); /* beta stays 0 */
+    CHECK_OK(ref_forward(&t.op));
+    check_close("ln 2-d y", t.op.out.data, xh, 4, HAND_TOL);
+    check_close("ln 2-d aux", t.op.aux.data, (const double[]){2.5, 0.894427191}, 2, HAND_TOL);
+    for (int i = 0; i < 4; i++)
+        t.din[0].data[i] = 0.25f; /* accumulated into: stays 0.25 */
+    dout = t.op.dout.data;
+    t.op.dout.data = NULL;
+    CHECK_OK(tk_backward(&t));
+    t.op.dout.data = dout;
+    check_close("ln dx", t.din[0].data, (const double[]){0.25, 0.25, 0.25, 0.25}, 4, HAND_TOL);
+    check_close("ln dgamma", t.op.dw.data, xh, 4, HAND_TOL);
+    check_close("ln dbeta", t.op.db.data, (const double[]){1, 1, 1, 1}, 4, HAND_TOL);
+    tk_fini(&t);
+
+    /* (1, 2, 4), default eps 1e-5, gamma and beta: row 0 as above with invstd
+     * 1 / sqrt(1.25 + 1e-5), y = x_hat * gamma + beta; row 1 is constant, so x_hat = 0
+     * and y = beta, with invstd 1 / sqrt(0 + 1e-5) = 316.227766 */
+    tk_init(&t, REMAT_OP_LAYER_NORM, 1, &s3, NULL);
+    set_vals(&t.in[0], x);
+    set_vals(&t.op.w, gamma);
+    set_vals(&t.op.b, beta);
+    CHECK_OK(ref_forward(&t.op));
+    check_shape("ln 3-d y", &t.op.out, 3, 1, 2, 4, 0);
+    is = 1 / sqrt(1.25 + 1e-5);
+    for (int i = 0; i < 8; i++)
+        want[i] = i < 4 ? (x[i] - 2.5) * is * gamma[i] + beta[i] : beta[i - 4];
+    check_close("ln 3-d y", t.op.out.data, want, 8, HAND_TOL);
+    check_close("ln 3-d aux", t.op.aux.data, (const double[]){2.5, 2, is, 316.227766}, 4,
+                HAND_TOL);
+    tk_fini(&t);
+}
+
+/*
+ * GELU by hand: exact x Phi(x) with Phi(1) = 0.8413447461 and Phi(2) = 0.9772498681:
+ * gelu(0, 1, -1, 2) = (0, 0.8413447461, -(1 - 0.8413447461) = -0.1586552539,
+ * 1.9544997361). The tanh form at +-1: u = sqrt(2 / pi) * 1.044715 = 0.8335620, tanh u =
+ * 0.6823839812, y = 0.5 (1 + 0.6823839812) = 0.8411919906, and at -1, -0.5 (1 - t) =
+ * -0.1588080094. Exact derivative Phi(x) + x phi(x), phi(1) = exp(-1/2) / sqrt(2 pi) =
+ * 0.2419707245: at 0, 0.5; at 1, 1.0833154706; at -1, 0.1586552539 - 0.2419707245 =
+ * -0.0833154706.
+ */
+static void test_gelu_hand(void)
+{
+    struct shp s4 = S2(1, 4), s2 = S2(1, 2), s3 = S2(1, 3);
+    struct tk t;
+
+    tk_init(&t, REMAT_OP_GELU, 1, &s4, NULL);
+    set_vals(&t.in[0], (const float[]){0, 1, -1, 2});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("gelu y", t.op.out.data,
+                (const double[]){0, 0.8413447461, -0.1586552539, 1.9544997361}, 4, HAND_TOL);
+    tk_fini(&t);
+
+    tk_init(&t, REMAT_OP_GELU, 1, &s2, &(remat_attrs){.approximate = true});
+    set_vals(&t.in[0], (const float[]){1, -1});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("gelu tanh y", t.op.out.data, (const double[]){0.8411919906, -0.1588080094}, 2,
+                HAND_TOL);
+    tk_fini(&t);
+
+    tk_init(&t, REMAT_OP_GELU, 1, &s3, NULL);
+    set_vals(&t.in[0], (const float[]){0, 1, -1});
+    set_vals(&t.op.dout, (const float[]){1, 1, 2});
+    t.din[0].data[2] = 1; /* accumulated into: 1 + 2 * -0.0833154706 */
+    CHECK_OK(tk_backward(&t));
+    check_close("gelu dx", t.din[0].data, (const double[]){0.5, 1.0833154706, 0.8333690588}, 3,
+                HAND_TOL);
+    tk_fini(&t);
+}
+
 int main(void)
 {
     const char *env = getenv("REMAT_SEED");
@@ -654,6 +748,8 @@ int main(void)
     RUN(test_relu_hand);
     RUN(test_clip_hand);
     RUN(test_misc_hand);
+    RUN(test_layer_norm_hand);
+    RUN(test_gelu_hand);
     RUN(test_pool_hand);
     RUN(test_elem_hand);
     RUN(test_upsample_hand);

@@ -42,7 +42,7 @@ static void grad_case(const char *name, remat_op type, int n_in, const struct sh
     if (fill == FILL_LABELS)
         for (int64_t n = 0; n < t.in[0].shape[0]; n++)
             ((int32_t *)t.in[1].data)[n] = (int32_t)(splitmix64() % (uint64_t)t.in[0].shape[1]);
-    if (t.op.w.data && type == REMAT_OP_BATCH_NORM)
+    if (t.op.w.data && (type == REMAT_OP_BATCH_NORM || type == REMAT_OP_LAYER_NORM))
         fill_uniform(&t.op.w, 0.5, 1.5); /* gamma */
     else if (t.op.w.data)
         fill_uniform(&t.op.w, -1, 1);
@@ -59,7 +59,7 @@ static void grad_case(const char *name, remat_op type, int n_in, const struct sh
  * 1e-7 |y| each, divided by h), so they take a large step: h 0.25, rtol 1e-4, atol 1e-5.
  * ReLU and max pooling are linear only between kinks and ties: h 1e-2, so 2h stays below
  * the 0.1 that inputs keep from 0 (relu) or from each other (max pool); same tolerance.
- * Batch norm and softmax are smooth: h 2e-2 (truncation of order h^4), rtol 1e-3, atol
+ * Batch norm, layer norm, GELU and softmax are smooth: h 2e-2 (truncation of order h^4), rtol 1e-3, atol
  * 1e-4. Over seeds 1..800 the worst error was 0.17 of its tolerance (conv2d dW and db,
  * batch-norm dx); a bias gradient off by 0.1% fails the linear tolerance.
  */
@@ -102,6 +102,17 @@ static void test_grad_norm_act(void)
               FD_RANDOM);
     grad_case("batch_norm 2-d eps 0.1", REMAT_OP_BATCH_NORM, 1, &x2,
               &(remat_attrs){.eps = 0.1f}, FILL_UNIFORM, TOL_SMOOTH, FD_RANDOM);
+    grad_case("layer_norm 2-d", REMAT_OP_LAYER_NORM, 1, &x2, NULL, FILL_UNIFORM, TOL_SMOOTH,
+              FD_RANDOM);
+    grad_case("layer_norm 3-d eps 0.1", REMAT_OP_LAYER_NORM, 1, &(struct shp){3, {2, 3, 4, 0}},
+              &(remat_attrs){.eps = 0.1f}, FILL_UNIFORM, TOL_SMOOTH, FD_RANDOM);
+    grad_case("layer_norm 4-d", REMAT_OP_LAYER_NORM, 1, &x1, NULL, FILL_UNIFORM, TOL_SMOOTH,
+              FD_RANDOM);
+    grad_case("layer_norm 2-d dout NULL", REMAT_OP_LAYER_NORM, 1, &x2, NULL, FILL_UNIFORM,
+              TOL_SMOOTH, FD_NULL);
+    grad_case("gelu", REMAT_OP_GELU, 1, &x3, NULL, FILL_UNIFORM, TOL_SMOOTH, FD_RANDOM);
+    grad_case("gelu tanh", REMAT_OP_GELU, 1, &x3, &(remat_attrs){.approximate = true},
+              FILL_UNIFORM, TOL_SMOOTH, FD_RANDOM);
     grad_case("relu", REMAT_OP_RELU, 1, &x3, NULL, FILL_AWAY, TOL_PW, FD_RANDOM);
     /* inputs of magnitude >= 0.1: never within h of -2 or 0.05 */
     grad_case("clip [-2, 0.05]", REMAT_OP_CLIP, 1, &x3,

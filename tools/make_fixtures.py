@@ -30,7 +30,8 @@ Files (all little-endian).
       attr.<f>     the remat_attrs field f (int32 scalars, shape (1); eps and momentum
                    float32); fields not given are 0, i.e. remat's defaults
       x0, x1, ...  the data inputs in order (softmax_ce's x1: int32 labels)
-      weight, bias the parameters when the op has them (batch norm: gamma and beta)
+      weight, bias the parameters when the op has them (batch norm, layer norm: gamma
+                   and beta)
       running_mean, running_var            batch norm: the statistics before
       r            dL/dy (y's shape)
       y            the output
@@ -216,6 +217,16 @@ def bn_case(name, shape):
                                                    True, BN_MOMENTUM, BN_EPS), stats)
 
 
+def ln_case(name, shape, attrs):
+    """nn.LayerNorm over the last axis; eps from attrs (default BN_EPS, 1e-5)."""
+    d = shape[-1]
+    x = uni(shape, -2, 3)
+    params = {"weight": uni((d,), 0.5, 1.5), "bias": uni((d,), -0.5, 0.5)}
+    eps = attrs.get("eps", BN_EPS)
+    return op_case(name, "layer_norm", attrs, [x], params,
+                   lambda xs, ps, _: F.layer_norm(xs[0], (d,), ps["weight"], ps["bias"], eps))
+
+
 def pool_case(name, kind, shape, k, s, p=(0, 0), ceil=False, cip=False):
     attrs = {"kh": k[0], "kw": k[1], "sh": s[0], "sw": s[1], "ph": p[0], "pw": p[1],
              "ceil_mode": int(ceil)}
@@ -323,6 +334,14 @@ def op_cases():
                      lambda xs, ps, _: F.cross_entropy(xs[0], xs[1].long()).reshape(1)))
     c.append(op_case("sum_losses of 3", "sum_losses", {}, [uni((1,)) for _ in range(3)], {},
                      lambda xs, ps, _: xs[0] + xs[1] + xs[2]))
+    # appended last, so that the cases above keep their random draws (and bytes)
+    c.append(ln_case("layer_norm 2-d", (4, 6), {}))
+    c.append(ln_case("layer_norm 3-d eps 0.1", (2, 3, 5), {"eps": 0.1}))
+    c.append(ln_case("layer_norm 4-d", (2, 2, 3, 4), {}))
+    c.append(op_case("gelu", "gelu", {}, [uni((2, 3, 4, 4), -4, 4)], {},
+                     lambda xs, ps, _: F.gelu(xs[0])))
+    c.append(op_case("gelu tanh", "gelu", {"approximate": 1}, [uni((2, 3, 4, 4), -4, 4)], {},
+                     lambda xs, ps, _: F.gelu(xs[0], approximate="tanh")))
     return c
 
 # ------------------------------------------------------------------ models

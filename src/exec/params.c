@@ -66,7 +66,8 @@ remat_status params_setup(remat_trainer *t)
 }
 
 /* PyTorch's defaults: convolution and linear weights and biases uniform in
- * ±1/sqrt(fan_in); batch norm gamma 1, beta 0, running mean 0, running variance 1. */
+ * ±1/sqrt(fan_in); batch norm gamma 1, beta 0, running mean 0, running variance 1;
+ * layer norm gamma 1, beta 0. */
 void params_init(remat_trainer *t)
 {
     const remat_graph *g = t->g;
@@ -85,7 +86,7 @@ void params_init(remat_trainer *t)
             if (gv->kind != VK_PARAM)
                 continue;
             np++;
-            if (op->type == REMAT_OP_BATCH_NORM) {
+            if (op->type == REMAT_OP_BATCH_NORM || op->type == REMAT_OP_LAYER_NORM) {
                 for (int64_t k = 0; k < n; k++)
                     t->vdata[v][k] = np == 1 ? 1.0f : 0.0f;
                 continue;

@@ -3,14 +3,12 @@
  *
  * The rows follow REMAT_OPS; a _Static_assert keeps them in step. FLOP formulas (whole
  * batch; a multiply-add counts 2) are listed in docs/design.md and checked by hand in
- * tests/test_graph.c.
+ * tests/test_graph.c. The sequence-model ops' functions (layer norm, GELU) live in
+ * op_table_seq.c.
  */
-#include "graph/graph.h"
+#include "graph/op_table.h"
 
 #include <string.h>
-
-/* SHAPE_FAIL(fmt, name, args...): the format's first %s is the op's name. */
-#define SHAPE_FAIL(...) REMAT_FAIL(REMAT_ERR_SHAPE, "op '%s': " __VA_ARGS__)
 
 int64_t graph_numel(const struct gvalue *v)
 {
@@ -19,23 +17,6 @@ int64_t graph_numel(const struct gvalue *v)
     for (int i = 0; i < v->ndim; i++)
         n *= v->shape[i];
     return n;
-}
-
-static void set_shape(struct gvalue *v, int ndim, int64_t a, int64_t b, int64_t c, int64_t d)
-{
-    int64_t s[4] = {a, b, c, d};
-
-    v->ndim = ndim;
-    for (int i = 0; i < 4; i++)
-        v->shape[i] = i < ndim ? s[i] : 0;
-    v->elem_bytes = 4;
-}
-
-static void copy_shape(struct gvalue *dst, const struct gvalue *src)
-{
-    dst->ndim = src->ndim;
-    memcpy(dst->shape, src->shape, sizeof dst->shape);
-    dst->elem_bytes = 4;
 }
 
 static remat_status need_4d(const struct gvalue *x, const char *name)
@@ -781,6 +762,9 @@ static const struct op_info table[] = {
     [REMAT_OP_MUL] = {2, 2, false, false, BR_IN0 | BR_IN1, infer_mul, flops_add},
     [REMAT_OP_SOFTMAX] = {1, 1, false, false, BR_OUT, infer_softmax, flops_softmax},
     [REMAT_OP_TRANSPOSE] = {1, 1, false, false, 0, infer_transpose, flops_out},
+    [REMAT_OP_LAYER_NORM] = {1, 1, false, true, BR_IN0 | BR_AUX, graph_infer_layer_norm,
+                             graph_flops_layer_norm},
+    [REMAT_OP_GELU] = {1, 1, false, false, BR_IN0, graph_infer_gelu, graph_flops_gelu},
 };
 _Static_assert(REMAT_ARRAY_LEN(table) == REMAT_OP_COUNT, "op table matches REMAT_OPS");
 

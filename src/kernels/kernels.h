@@ -21,7 +21,8 @@
  *   data pointers NULL.
  * - Saved extras (aux): batch norm, 2*C floats, the batch mean then the inverse std;
  *   max pooling, int32 argmax per output element (the flat index h*W+w of the winner in
- *   its input plane); softmax cross-entropy, the (N, K) probabilities.
+ *   its input plane); softmax cross-entropy, the (N, K) probabilities; layer norm, 2*R
+ *   floats for its R rows (the last axis normalized), the row means then inverse stds.
  * - Dropout keeps an element when a counter-based uniform draw u(key, i) >= p and scales
  *   it by 1/(1-p); key is given per op and step, so a recomputation draws the same mask
  *   (kernel_uniform below is the generator).

@@ -3,14 +3,15 @@
  * batch split into one contiguous slice per thread.
  *
  * An op is per-sample when sample n of its outputs (and of its input gradients) depends
- * on sample n of its inputs alone: relu, clip, leaky relu, sigmoid, mul, softmax (over
- * axis 1), the poolings, add, concat, crop, pad and bilinear upsampling. Each thread runs the reference kernel on a kop whose tensors are
- * its slice (shape[0] = the slice's samples, data advanced to its first sample), so the
- * arithmetic per element is the reference's, in the same order, and the bits do not
- * depend on the thread count. Dropout is not split: its mask counter is the element's
- * index in the whole tensor. An op whose tensors do not all lead with the batch, or a
- * batch of one, runs on the calling thread. cpu_zero clears gradient buffers the same
- * way, in one slice per thread.
+ * on sample n of its inputs alone: relu, clip, leaky relu, sigmoid, gelu, mul, softmax
+ * (over axis 1), the poolings, add, concat, crop, pad and bilinear upsampling. Each
+ * thread runs the reference kernel on a kop whose tensors are its slice (shape[0] = the
+ * slice's samples, data advanced to its first sample), so the arithmetic per element is
+ * the reference's, in the same order, and the bits do not depend on the thread count.
+ * Dropout is not split: its mask counter is the element's index in the whole tensor.
+ * Layer norm is not split either: every sample adds into the shared dgamma and dbeta.
+ * An op whose tensors do not all lead with the batch, or a batch of one, runs on the
+ * calling thread. cpu_zero clears gradient buffers the same way, in one slice per thread.
  */
 #include "kernels/cpu/cpu.h"
 
@@ -24,6 +25,7 @@ bool cpu_per_sample(const struct kop *op)
     case REMAT_OP_CLIP:
     case REMAT_OP_LEAKY_RELU:
     case REMAT_OP_SIGMOID:
+    case REMAT_OP_GELU:
     case REMAT_OP_MUL:
     case REMAT_OP_SOFTMAX:
     case REMAT_OP_MAX_POOL:

@@ -59,6 +59,10 @@ remat_status ref_forward(const struct kop *op)
         return ref_softmax_forward(op);
     case REMAT_OP_TRANSPOSE:
         return ref_transpose_forward(op);
+    case REMAT_OP_LAYER_NORM:
+        return ref_layer_norm_forward(op);
+    case REMAT_OP_GELU:
+        return ref_gelu_forward(op);
     case REMAT_OP_COUNT:
         break;
     }
@@ -118,6 +122,10 @@ remat_status ref_backward(const struct kop *op)
         return ref_softmax_backward(op);
     case REMAT_OP_TRANSPOSE:
         return ref_transpose_backward(op);
+    case REMAT_OP_LAYER_NORM:
+        return ref_layer_norm_backward(op);
+    case REMAT_OP_GELU:
+        return ref_gelu_backward(op);
     case REMAT_OP_COUNT:
         break;
     }

@@ -1,7 +1,7 @@
 /*
  * ref.h - the reference backend's op families, behind ref_forward / ref_backward
  * (dispatch.c). One file per family: conv.c, norm.c, act.c, pool.c, elem.c, linear.c,
- * loss.c.
+ * loss.c, seq.c.
  *
  * The reference backend is the specification: plain loops, every sum taken in one fixed
  * order with a double accumulator, float storage, so two runs are bit-identical. Where a
@@ -83,5 +83,12 @@ remat_status ref_softmax_ce_forward(const struct kop *op);
 remat_status ref_softmax_ce_backward(const struct kop *op);
 remat_status ref_sum_losses_forward(const struct kop *op);
 remat_status ref_sum_losses_backward(const struct kop *op);
+
+/* seq.c: layer norm over the last axis ((mean, invstd) per row in aux), GELU (exact, or
+ * the tanh form with at->approximate). */
+remat_status ref_layer_norm_forward(const struct kop *op);
+remat_status ref_layer_norm_backward(const struct kop *op);
+remat_status ref_gelu_forward(const struct kop *op);
+remat_status ref_gelu_backward(const struct kop *op);
 
 #endif

@@ -1,0 +1,76 @@
+/*
+ * op_table_seq.c - shape inference and FLOPs of the ops that transformers add to the
+ * convolutional set: layer normalization over the last axis and GELU. Their rows are
+ * in op_table.c's table; op_table.h declares them.
+ *
+ * Layer norm on x of shape (..., D) treats x as R = numel / D rows of D values: each
+ * row gets its own mean and inverse std, kept in aux as (2, R) (all the means, then all
+ * the inverse stds), and the parameters gamma and beta have shape (D), shared by every
+ * row (PyTorch's nn.LayerNorm(D)).
+ */
+#include "graph/op_table.h"
+
+remat_status graph_infer_layer_norm(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                                    struct gvalue *out, struct gvalue *aux, int *n_params,
+                                    struct gvalue *params, const char *name)
+{
+    const struct gvalue *x = in[0];
+    int64_t d;
+
+    (void)n_in;
+    if (x->ndim < 2)
+        return SHAPE_FAIL("expects an input of 2 to 4 dimensions (rows over the last "
+                          "axis), got %d-d", name, x->ndim);
+    if (!(at->eps >= 0))
+        return SHAPE_FAIL("needs eps >= 0, got %g", name, (double)at->eps);
+    at->eps = at->eps > 0 ? at->eps : 1e-5f;
+    d = x->shape[x->ndim - 1];
+    if (d <= 0)
+        return SHAPE_FAIL("normalizes over an empty last axis", name);
+    copy_shape(out, x);
+    set_shape(aux, 2, 2, graph_numel(x) / d, 0, 0); /* mean and inverse std per row */
+    set_shape(&params[0], 1, d, 0, 0, 0);           /* gamma */
+    set_shape(&params[1], 1, d, 0, 0, 0);           /* beta */
+    *n_params = 2;
+    return REMAT_OK;
+}
+
+/* Per element, forward: the mean (1 add), the variance (subtract, square, add: 3), the
+ * normalization and affine map (subtract, 2 multiplies, add: 4), 8 in all. Backward:
+ * x_hat again (2), dy * gamma (1), the two row sums (3), dx (4) and the dgamma and dbeta
+ * sums (3), 13 in all. */
+double graph_flops_layer_norm(const struct gvalue *const *in, int n_in, const remat_attrs *at,
+                              const struct gvalue *out, bool backward)
+{
+    (void)in;
+    (void)n_in;
+    (void)at;
+    return (backward ? 13.0 : 8.0) * (double)graph_numel(out);
+}
+
+remat_status graph_infer_gelu(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                              struct gvalue *out, struct gvalue *aux, int *n_params,
+                              struct gvalue *params, const char *name)
+{
+    (void)n_in;
+    (void)at;
+    (void)aux;
+    (void)n_params;
+    (void)params;
+    (void)name;
+    copy_shape(out, in[0]);
+    return REMAT_OK;
+}
+
+/* Per element, counting erf, tanh and exp as one each. Forward, the tanh form (the
+ * larger): x^3 (2), the polynomial (2), the scale (1), tanh (1), 1 + t (1), times x / 2
+ * (2): 9. Backward: Phi (or the tanh form's 0.5 (1 + t)) and the density term (about 9),
+ * times dy and the accumulation (2): 11. */
+double graph_flops_gelu(const struct gvalue *const *in, int n_in, const remat_attrs *at,
+                        const struct gvalue *out, bool backward)
+{
+    (void)in;
+    (void)n_in;
+    (void)at;
+    return (backward ? 11.0 : 9.0) * (double)graph_numel(out);
+}
