@@ -113,7 +113,8 @@ typedef struct remat_allocator {
     X(SOFTMAX, "softmax")                                                                \
     X(TRANSPOSE, "transpose")                                                            \
     X(LAYER_NORM, "layer_norm")                                                          \
-    X(GELU, "gelu")
+    X(GELU, "gelu")                                                                      \
+    X(MATMUL, "matmul")
 
 typedef enum remat_op {
 #define REMAT_X_ENUM(e, s) REMAT_OP_##e,
@@ -144,7 +145,11 @@ const char *remat_op_name(remat_op op);
  *       input, such as (N, D) or (N, S, D), with parameters weight (gamma, starts at 1)
  *       and bias (beta, starts at 0) of shape (D), as PyTorch's nn.LayerNorm(D);
  *   gelu: approximate (false: the exact x * Phi(x) with the normal CDF Phi; true: the
- *       tanh form, as PyTorch's GELU(approximate='tanh')).
+ *       tanh form, as PyTorch's GELU(approximate='tanh'));
+ *   matmul: trans_a, trans_b; inputs A (..., M, K) and B (..., K, N) of 2 to 4
+ *       dimensions with equal leading (batch) axes, or B 2-d (K, N) shared by every
+ *       batch; output (..., M, N), each batch's A B (A^T, B^T where asked: torch.matmul
+ *       on a.transpose(-2, -1) and the like).
  */
 typedef struct remat_attrs {
     int64_t out_channels;
@@ -152,6 +157,7 @@ typedef struct remat_attrs {
     int32_t out_pad_h, out_pad_w;
     bool bias, ceil_mode, count_include_pad, align_corners;
     bool approximate;           /* gelu: the tanh approximation instead of erf */
+    bool trans_a, trans_b;      /* matmul: the last two axes of A (of B) transposed */
     float eps, momentum, p;
     float clip_min, clip_max;   /* clip: both 0 means [0, 6] (ReLU6) */
     float alpha;                /* leaky_relu's negative slope; 0 means 0.01 */

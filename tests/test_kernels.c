@@ -603,6 +603,52 @@ static void test_views_unknown(void)
 
 /* Hand-worked: transpose (1, 2, 3) -> perm (2, 0, 1), softmax of equal logits, mul by a
  * per-channel factor, leaky relu and sigmoid at known points. */
+/*
+ * Hand-worked matmul. A = [[1, 2], [3, 4]], B = [[5, 6], [7, 8]]:
+ *   A B   = [[1*5 + 2*7, 1*6 + 2*8], [3*5 + 4*7, 3*6 + 4*8]] = [[19, 22], [43, 50]];
+ *   A B^T = [[1*5 + 2*6, 1*7 + 2*8], [3*5 + 4*6, 3*7 + 4*8]] = [[17, 23], [39, 53]];
+ *   A^T B = [[1*5 + 3*7, 1*6 + 3*8], [2*5 + 4*7, 2*6 + 4*8]] = [[26, 30], [38, 44]].
+ * Two batches sharing B: the second A = -A gives -(A B). Backward of A B with dy = 1:
+ * dA(i, k) = sum_j B(k, j) = (11, 15) per row, dB(k, j) = sum_i A(i, k) = (4, 6) per
+ * column, added to what the gradients held (0.5).
+ */
+static void test_matmul_hand(void)
+{
+    struct shp s[2] = {S2(2, 2), S2(2, 2)}, sb[2] = {{3, {2, 2, 2, 0}}, S2(2, 2)};
+    static const float a[] = {1, 2, 3, 4}, b[] = {5, 6, 7, 8};
+    struct tk t;
+
+    for (int v = 0; v < 3; v++) {
+        static const double want[3][4] = {{19, 22, 43, 50}, {17, 23, 39, 53}, {26, 30, 38, 44}};
+
+        tk_init(&t, REMAT_OP_MATMUL, 2, s, &(remat_attrs){.trans_a = v == 2, .trans_b = v == 1});
+        set_vals(&t.in[0], a);
+        set_vals(&t.in[1], b);
+        CHECK_OK(ref_forward(&t.op));
+        check_close(v == 0 ? "matmul A B" : v == 1 ? "matmul A B^T" : "matmul A^T B",
+                    t.op.out.data, want[v], 4, 0);
+        if (v == 0) {
+            for (int i = 0; i < 4; i++) {
+                t.op.dout.data[i] = 1;
+                t.op.din[0].data[i] = t.op.din[1].data[i] = 0.5f;
+            }
+            CHECK_OK(ref_backward(&t.op));
+            check_close("matmul dA", t.op.din[0].data, (const double[]){11.5, 15.5, 11.5, 15.5},
+                        4, 0);
+            check_close("matmul dB", t.op.din[1].data, (const double[]){4.5, 4.5, 6.5, 6.5}, 4,
+                        0);
+        }
+        tk_fini(&t);
+    }
+    tk_init(&t, REMAT_OP_MATMUL, 2, sb, NULL);
+    set_vals(&t.in[0], (const float[]){1, 2, 3, 4, -1, -2, -3, -4});
+    set_vals(&t.in[1], b);
+    CHECK_OK(ref_forward(&t.op));
+    check_close("matmul shared B", t.op.out.data,
+                (const double[]){19, 22, 43, 50, -19, -22, -43, -50}, 8, 0);
+    tk_fini(&t);
+}
+
 static void test_misc_hand(void)
 {
     struct shp s3 = {3, {1, 2, 3, 0}}, s2 = S2(1, 3), m[2] = {S4(1, 2, 1, 2), S4(1, 2, 1, 1)};
@@ -748,6 +794,7 @@ int main(void)
     RUN(test_relu_hand);
     RUN(test_clip_hand);
     RUN(test_misc_hand);
+    RUN(test_matmul_hand);
     RUN(test_layer_norm_hand);
     RUN(test_gelu_hand);
     RUN(test_pool_hand);

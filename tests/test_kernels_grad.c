@@ -93,6 +93,31 @@ static void test_grad_conv(void)
               FD_RANDOM);
 }
 
+/* The batched matrix product: plain, per-batch and shared B, each operand transposed,
+ * 4-d; linear in each input (TOL_LIN). */
+static void test_grad_matmul(void)
+{
+    static const struct {
+        const char *name;
+        struct shp s[2];
+        bool ta, tb;
+    } c[] = {
+        {"matmul 2-d", {S2(3, 4), S2(4, 5)}, false, false},
+        {"matmul batched", {{3, {2, 3, 4, 0}}, {3, {2, 4, 5, 0}}}, false, false},
+        {"matmul shared B", {{3, {3, 2, 4, 0}}, S2(4, 5)}, false, false},
+        {"matmul A^T", {{3, {2, 4, 3, 0}}, {3, {2, 4, 5, 0}}}, true, false},
+        {"matmul B^T (scores)", {{3, {2, 3, 4, 0}}, {3, {2, 5, 4, 0}}}, false, true},
+        {"matmul A^T B^T shared", {{3, {2, 4, 3, 0}}, S2(5, 4)}, true, true},
+        {"matmul 4-d", {S4(2, 2, 3, 4), S4(2, 2, 4, 3)}, false, false},
+    };
+
+    rng_state = rng_seed;
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        grad_case(c[i].name, REMAT_OP_MATMUL, 2, c[i].s,
+                  &(remat_attrs){.trans_a = c[i].ta, .trans_b = c[i].tb}, FILL_UNIFORM,
+                  TOL_LIN, FD_RANDOM);
+}
+
 static void test_grad_norm_act(void)
 {
     struct shp x1 = S4(3, 2, 2, 3), x2 = S2(5, 3), x3 = S4(2, 3, 4, 5);
@@ -213,6 +238,7 @@ int main(void)
     printf("seed %llu (REMAT_SEED to change)\n", (unsigned long long)rng_seed);
     RUN(test_grad_conv);
     RUN(test_grad_norm_act);
+    RUN(test_grad_matmul);
     RUN(test_grad_pool);
     RUN(test_grad_elem);
     RUN(test_grad_loss);

@@ -342,6 +342,15 @@ def op_cases():
                      lambda xs, ps, _: F.gelu(xs[0])))
     c.append(op_case("gelu tanh", "gelu", {"approximate": 1}, [uni((2, 3, 4, 4), -4, 4)], {},
                      lambda xs, ps, _: F.gelu(xs[0], approximate="tanh")))
+    t = lambda x: x.transpose(-2, -1)
+    c.append(op_case("matmul batched", "matmul", {}, [uni((2, 3, 4)), uni((2, 4, 5))], {},
+                     lambda xs, ps, _: torch.matmul(xs[0], xs[1])))
+    c.append(op_case("matmul scores Q K^T", "matmul", {"trans_b": 1},
+                     [uni((2, 2, 5, 4)), uni((2, 2, 5, 4))], {},
+                     lambda xs, ps, _: torch.matmul(xs[0], t(xs[1]))))
+    c.append(op_case("matmul A^T by a shared B", "matmul", {"trans_a": 1},
+                     [uni((3, 4, 2)), uni((4, 6))], {},
+                     lambda xs, ps, _: torch.matmul(t(xs[0]), xs[1])))
     return c
 
 # ------------------------------------------------------------------ models

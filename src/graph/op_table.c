@@ -765,6 +765,8 @@ static const struct op_info table[] = {
     [REMAT_OP_LAYER_NORM] = {1, 1, false, true, BR_IN0 | BR_AUX, graph_infer_layer_norm,
                              graph_flops_layer_norm},
     [REMAT_OP_GELU] = {1, 1, false, false, BR_IN0, graph_infer_gelu, graph_flops_gelu},
+    [REMAT_OP_MATMUL] = {2, 2, false, false, BR_IN0 | BR_IN1, graph_infer_matmul,
+                         graph_flops_matmul},
 };
 _Static_assert(REMAT_ARRAY_LEN(table) == REMAT_OP_COUNT, "op table matches REMAT_OPS");
 

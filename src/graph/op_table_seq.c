@@ -1,7 +1,7 @@
 /*
  * op_table_seq.c - shape inference and FLOPs of the ops that transformers add to the
- * convolutional set: layer normalization over the last axis and GELU. Their rows are
- * in op_table.c's table; op_table.h declares them.
+ * convolutional set: layer normalization over the last axis, GELU and the batched
+ * matrix product. Their rows are in op_table.c's table; op_table.h declares them.
  *
  * Layer norm on x of shape (..., D) treats x as R = numel / D rows of D values: each
  * row gets its own mean and inverse std, kept in aux as (2, R) (all the means, then all
@@ -73,4 +73,55 @@ double graph_flops_gelu(const struct gvalue *const *in, int n_in, const remat_at
     (void)n_in;
     (void)at;
     return (backward ? 11.0 : 9.0) * (double)graph_numel(out);
+}
+
+/*
+ * matmul: A (..., M, K) times B (..., K, N), batch by batch over the leading axes (equal
+ * in A and B), or B 2-d (K, N) shared by every batch; trans_a / trans_b read A or B
+ * with its last two axes swapped, so A is (..., K, M) then (and B (..., N, K)).
+ */
+remat_status graph_infer_matmul(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                                struct gvalue *out, struct gvalue *aux, int *n_params,
+                                struct gvalue *params, const char *name)
+{
+    const struct gvalue *a = in[0], *b = in[1];
+    int64_t m, ka, kb, n;
+
+    (void)n_in;
+    (void)aux;
+    (void)n_params;
+    (void)params;
+    if (a->ndim < 2 || b->ndim < 2)
+        return SHAPE_FAIL("multiplies matrices: inputs of 2 to 4 dimensions, got %d-d and "
+                          "%d-d", name, a->ndim, b->ndim);
+    if (b->ndim != 2 && b->ndim != a->ndim)
+        return SHAPE_FAIL("B must be 2-d or have A's %d dimensions, got %d-d", name, a->ndim,
+                          b->ndim);
+    for (int i = 0; b->ndim > 2 && i < a->ndim - 2; i++)
+        if (a->shape[i] != b->shape[i])
+            return SHAPE_FAIL("batch axis %d differs: %lld in A, %lld in B", name, i,
+                              (long long)a->shape[i], (long long)b->shape[i]);
+    m = a->shape[a->ndim - (at->trans_a ? 1 : 2)];
+    ka = a->shape[a->ndim - (at->trans_a ? 2 : 1)];
+    kb = b->shape[b->ndim - (at->trans_b ? 1 : 2)];
+    n = b->shape[b->ndim - (at->trans_b ? 2 : 1)];
+    if (ka != kb)
+        return SHAPE_FAIL("inner sizes differ: A gives %lld, B %lld", name, (long long)ka,
+                          (long long)kb);
+    copy_shape(out, a);
+    out->shape[a->ndim - 2] = m;
+    out->shape[a->ndim - 1] = n;
+    return REMAT_OK;
+}
+
+/* 2 M N K per batch forward (a multiply and an add per term); the backward forms dA
+ * (M K N terms) and dB (K N M terms): twice that. */
+double graph_flops_matmul(const struct gvalue *const *in, int n_in, const remat_attrs *at,
+                          const struct gvalue *out, bool backward)
+{
+    const struct gvalue *a = in[0];
+    double k = (double)a->shape[a->ndim - (at->trans_a ? 2 : 1)];
+
+    (void)n_in;
+    return (backward ? 4.0 : 2.0) * (double)graph_numel(out) * k;
 }

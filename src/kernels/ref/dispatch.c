@@ -63,6 +63,8 @@ remat_status ref_forward(const struct kop *op)
         return ref_layer_norm_forward(op);
     case REMAT_OP_GELU:
         return ref_gelu_forward(op);
+    case REMAT_OP_MATMUL:
+        return ref_matmul_forward(op);
     case REMAT_OP_COUNT:
         break;
     }
@@ -126,6 +128,8 @@ remat_status ref_backward(const struct kop *op)
         return ref_layer_norm_backward(op);
     case REMAT_OP_GELU:
         return ref_gelu_backward(op);
+    case REMAT_OP_MATMUL:
+        return ref_matmul_backward(op);
     case REMAT_OP_COUNT:
         break;
     }

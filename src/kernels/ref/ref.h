@@ -90,5 +90,8 @@ remat_status ref_layer_norm_forward(const struct kop *op);
 remat_status ref_layer_norm_backward(const struct kop *op);
 remat_status ref_gelu_forward(const struct kop *op);
 remat_status ref_gelu_backward(const struct kop *op);
+/* matmul.c: the batched matrix product (B shared or per batch, either transposed). */
+remat_status ref_matmul_forward(const struct kop *op);
+remat_status ref_matmul_backward(const struct kop *op);
 
 #endif
