@@ -114,7 +114,8 @@ typedef struct remat_allocator {
     X(TRANSPOSE, "transpose")                                                            \
     X(LAYER_NORM, "layer_norm")                                                          \
     X(GELU, "gelu")                                                                      \
-    X(MATMUL, "matmul")
+    X(MATMUL, "matmul")                                                                  \
+    X(SOFTMAX_LAST, "softmax_last")
 
 typedef enum remat_op {
 #define REMAT_X_ENUM(e, s) REMAT_OP_##e,
@@ -149,7 +150,11 @@ const char *remat_op_name(remat_op op);
  *   matmul: trans_a, trans_b; inputs A (..., M, K) and B (..., K, N) of 2 to 4
  *       dimensions with equal leading (batch) axes, or B 2-d (K, N) shared by every
  *       batch; output (..., M, N), each batch's A B (A^T, B^T where asked: torch.matmul
- *       on a.transpose(-2, -1) and the like).
+ *       on a.transpose(-2, -1) and the like);
+ *   softmax_last: causal; softmax over the last axis of a 2-d to 4-d input (attention's
+ *       scores (..., S_q, S_k)); with causal, row i of each matrix (the last two axes)
+ *       takes columns j <= i only, the others get 0 (PyTorch: masked_fill of the upper
+ *       triangle with -inf, then softmax).
  */
 typedef struct remat_attrs {
     int64_t out_channels;
@@ -158,6 +163,7 @@ typedef struct remat_attrs {
     bool bias, ceil_mode, count_include_pad, align_corners;
     bool approximate;           /* gelu: the tanh approximation instead of erf */
     bool trans_a, trans_b;      /* matmul: the last two axes of A (of B) transposed */
+    bool causal;                /* softmax_last: row i of each matrix sees columns <= i */
     float eps, momentum, p;
     float clip_min, clip_max;   /* clip: both 0 means [0, 6] (ReLU6) */
     float alpha;                /* leaky_relu's negative slope; 0 means 0.01 */

@@ -37,6 +37,7 @@ static const struct {
     AF(out_w, 'L'), AF(offset_h, 'i'), AF(offset_w, 'i'), AF(pad_t, 'i'), AF(pad_b, 'i'),
     AF(pad_l, 'i'), AF(pad_r, 'i'), AF(clip_min, 'f'), AF(clip_max, 'f'),
     AF(alpha, 'f'), AF(perm, 'P'), AF(approximate, 'b'), AF(trans_a, 'b'), AF(trans_b, 'b'),
+    AF(causal, 'b'),
 #undef AF
 };
 

@@ -649,6 +649,40 @@ static void test_matmul_hand(void)
     tk_fini(&t);
 }
 
+/*
+ * Hand-worked softmax over the last axis. Row (1, 2, 3): exp(-2), exp(-1), 1 over their
+ * sum 1.5032147: (0.0900306, 0.2447285, 0.6652410). Causal on a 3x3 matrix of equal
+ * logits: row 0 sees column 0 only (1, 0, 0), row 1 columns 0-1 (1/2, 1/2, 0), row 2
+ * all three (1/3 each). Backward with dy = (1, 0, 0) on the causal row 1, y = (1/2, 1/2,
+ * 0): dot = 1/2, dx = y (dy - dot) = (1/4, -1/4, 0), added to 0.5.
+ */
+static void test_softmax_last_hand(void)
+{
+    struct shp s1 = S2(1, 3), s3 = {3, {1, 3, 3, 0}};
+    struct tk t;
+
+    tk_init(&t, REMAT_OP_SOFTMAX_LAST, 1, &s1, NULL);
+    set_vals(&t.in[0], (const float[]){1, 2, 3});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("softmax_last row", t.op.out.data,
+                (const double[]){0.0900306, 0.2447285, 0.6652410}, 3, 1e-6);
+    tk_fini(&t);
+
+    tk_init(&t, REMAT_OP_SOFTMAX_LAST, 1, &s3, &(remat_attrs){.causal = true});
+    set_vals(&t.in[0], (const float[]){4, 4, 4, 4, 4, 4, 4, 4, 4});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("softmax_last causal", t.op.out.data,
+                (const double[]){1, 0, 0, 0.5, 0.5, 0, 1.0 / 3, 1.0 / 3, 1.0 / 3}, 9, 1e-7);
+    for (int i = 0; i < 9; i++) {
+        t.op.dout.data[i] = i == 3 ? 1.0f : 0.0f;
+        t.op.din[0].data[i] = 0.5f;
+    }
+    CHECK_OK(ref_backward(&t.op));
+    check_close("softmax_last causal dx", t.op.din[0].data,
+                (const double[]){0.5, 0.5, 0.5, 0.75, 0.25, 0.5, 0.5, 0.5, 0.5}, 9, 1e-7);
+    tk_fini(&t);
+}
+
 static void test_misc_hand(void)
 {
     struct shp s3 = {3, {1, 2, 3, 0}}, s2 = S2(1, 3), m[2] = {S4(1, 2, 1, 2), S4(1, 2, 1, 1)};
@@ -795,6 +829,7 @@ int main(void)
     RUN(test_clip_hand);
     RUN(test_misc_hand);
     RUN(test_matmul_hand);
+    RUN(test_softmax_last_hand);
     RUN(test_layer_norm_hand);
     RUN(test_gelu_hand);
     RUN(test_pool_hand);

@@ -93,8 +93,8 @@ static void test_grad_conv(void)
               FD_RANDOM);
 }
 
-/* The batched matrix product: plain, per-batch and shared B, each operand transposed,
- * 4-d; linear in each input (TOL_LIN). */
+/* The attention core: the batched matrix product (plain, per-batch and shared B, each
+ * operand transposed, 4-d; linear in each input: TOL_LIN), then the last-axis softmax. */
 static void test_grad_matmul(void)
 {
     static const struct {
@@ -116,6 +116,15 @@ static void test_grad_matmul(void)
         grad_case(c[i].name, REMAT_OP_MATMUL, 2, c[i].s,
                   &(remat_attrs){.trans_a = c[i].ta, .trans_b = c[i].tb}, FILL_UNIFORM,
                   TOL_LIN, FD_RANDOM);
+    /* the softmax over the last axis: plain, causal square and causal wider than tall */
+    grad_case("softmax_last 2-d", REMAT_OP_SOFTMAX_LAST, 1, &(struct shp)S2(3, 5), NULL,
+              FILL_UNIFORM, TOL_SMOOTH, FD_RANDOM);
+    grad_case("softmax_last causal 4-d", REMAT_OP_SOFTMAX_LAST, 1,
+              &(struct shp)S4(2, 2, 3, 3), &(remat_attrs){.causal = true}, FILL_UNIFORM,
+              TOL_SMOOTH, FD_RANDOM);
+    grad_case("softmax_last causal 3x5", REMAT_OP_SOFTMAX_LAST, 1,
+              &(struct shp){3, {2, 3, 5, 0}}, &(remat_attrs){.causal = true}, FILL_UNIFORM,
+              TOL_SMOOTH, FD_RANDOM);
 }
 
 static void test_grad_norm_act(void)

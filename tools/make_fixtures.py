@@ -351,6 +351,17 @@ def op_cases():
     c.append(op_case("matmul A^T by a shared B", "matmul", {"trans_a": 1},
                      [uni((3, 4, 2)), uni((4, 6))], {},
                      lambda xs, ps, _: torch.matmul(t(xs[0]), xs[1])))
+
+    def causal_softmax(x):
+        m, n = x.shape[-2], x.shape[-1]
+        upper = torch.triu(torch.ones(m, n, dtype=torch.bool), 1)
+        return x.masked_fill(upper, float("-inf")).softmax(-1)
+    c.append(op_case("softmax_last", "softmax_last", {}, [uni((2, 3, 6), -3, 3)], {},
+                     lambda xs, ps, _: xs[0].softmax(-1)))
+    c.append(op_case("softmax_last causal", "softmax_last", {"causal": 1},
+                     [uni((2, 2, 4, 4), -3, 3)], {}, lambda xs, ps, _: causal_softmax(xs[0])))
+    c.append(op_case("softmax_last causal 3x5", "softmax_last", {"causal": 1},
+                     [uni((2, 3, 5), -3, 3)], {}, lambda xs, ps, _: causal_softmax(xs[0])))
     return c
 
 # ------------------------------------------------------------------ models

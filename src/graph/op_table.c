@@ -767,6 +767,8 @@ static const struct op_info table[] = {
     [REMAT_OP_GELU] = {1, 1, false, false, BR_IN0, graph_infer_gelu, graph_flops_gelu},
     [REMAT_OP_MATMUL] = {2, 2, false, false, BR_IN0 | BR_IN1, graph_infer_matmul,
                          graph_flops_matmul},
+    [REMAT_OP_SOFTMAX_LAST] = {1, 1, false, false, BR_OUT, graph_infer_softmax_last,
+                               graph_flops_softmax_last},
 };
 _Static_assert(REMAT_ARRAY_LEN(table) == REMAT_OP_COUNT, "op table matches REMAT_OPS");
 

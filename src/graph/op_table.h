@@ -51,5 +51,10 @@ remat_status graph_infer_matmul(const struct gvalue *const *in, int n_in, remat_
                                 struct gvalue *params, const char *name);
 double graph_flops_matmul(const struct gvalue *const *in, int n_in, const remat_attrs *at,
                           const struct gvalue *out, bool backward);
+remat_status graph_infer_softmax_last(const struct gvalue *const *in, int n_in,
+                                      remat_attrs *at, struct gvalue *out, struct gvalue *aux,
+                                      int *n_params, struct gvalue *params, const char *name);
+double graph_flops_softmax_last(const struct gvalue *const *in, int n_in,
+                                const remat_attrs *at, const struct gvalue *out, bool backward);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * op_table_seq.c - shape inference and FLOPs of the ops that transformers add to the
- * convolutional set: layer normalization over the last axis, GELU and the batched
- * matrix product. Their rows are in op_table.c's table; op_table.h declares them.
+ * convolutional set: layer normalization over the last axis, GELU, the batched
+ * matrix product and the softmax over the last axis (causal mask optional). Their rows are in op_table.c's table; op_table.h declares them.
  *
  * Layer norm on x of shape (..., D) treats x as R = numel / D rows of D values: each
  * row gets its own mean and inverse std, kept in aux as (2, R) (all the means, then all
@@ -124,4 +124,31 @@ double graph_flops_matmul(const struct gvalue *const *in, int n_in, const remat_
 
     (void)n_in;
     return (backward ? 4.0 : 2.0) * (double)graph_numel(out) * k;
+}
+
+remat_status graph_infer_softmax_last(const struct gvalue *const *in, int n_in,
+                                      remat_attrs *at, struct gvalue *out, struct gvalue *aux,
+                                      int *n_params, struct gvalue *params, const char *name)
+{
+    (void)n_in;
+    (void)at;
+    (void)aux;
+    (void)n_params;
+    (void)params;
+    if (in[0]->ndim < 2)
+        return SHAPE_FAIL("takes rows over the last axis: 2 to 4 dimensions, got %d-d", name,
+                          in[0]->ndim);
+    copy_shape(out, in[0]);
+    return REMAT_OK;
+}
+
+/* As the channel softmax: per element the max, exp, sum and divide forward (5), the dot
+ * and the difference times y backward (4); a causal mask only lowers it. */
+double graph_flops_softmax_last(const struct gvalue *const *in, int n_in,
+                                const remat_attrs *at, const struct gvalue *out, bool backward)
+{
+    (void)in;
+    (void)n_in;
+    (void)at;
+    return (backward ? 4.0 : 5.0) * (double)graph_numel(out);
 }

@@ -65,6 +65,8 @@ remat_status ref_forward(const struct kop *op)
         return ref_gelu_forward(op);
     case REMAT_OP_MATMUL:
         return ref_matmul_forward(op);
+    case REMAT_OP_SOFTMAX_LAST:
+        return ref_softmax_last_forward(op);
     case REMAT_OP_COUNT:
         break;
     }
@@ -130,6 +132,8 @@ remat_status ref_backward(const struct kop *op)
         return ref_gelu_backward(op);
     case REMAT_OP_MATMUL:
         return ref_matmul_backward(op);
+    case REMAT_OP_SOFTMAX_LAST:
+        return ref_softmax_last_backward(op);
     case REMAT_OP_COUNT:
         break;
     }

@@ -1,11 +1,16 @@
 /*
- * matmul.c - the reference batched matrix product: y = A B per batch, A (..., M, K),
+ * matmul.c - the attention core's reference kernels. The batched matrix product: y = A B
+ * per batch, A (..., M, K),
  * B (..., K, N) or B (K, N) shared by every batch, either read transposed (its last two
  * axes swapped) when trans_a / trans_b say so. Every sum runs over k (or over the
  * batches and rows for a shared B's gradient) in index order in double: two runs give
- * the same bits, whatever the plan.
+ * the same bits, whatever the plan. The softmax over the last axis, each row of each
+ * matrix (the last two axes) on its own, in double; with causal, row i takes columns
+ * j <= i and the rest of the row is 0 (so its backward adds 0 there).
  */
 #include "kernels/ref/ref.h"
+
+#include <math.h>
 
 /* The sizes of one product and the strides between batches. */
 struct mm {
@@ -116,5 +121,56 @@ remat_status ref_matmul_backward(const struct kop *op)
         grad_a(op, &g);
     if (op->din[1].data)
         grad_b(op, &g);
+    return REMAT_OK;
+}
+
+/* Rows of the last axis (n each) and, for the causal mask, rows per matrix (m). */
+static void rows_of(const struct ktensor *t, int64_t *rows, int64_t *m, int64_t *n)
+{
+    *n = t->shape[t->ndim - 1];
+    *m = t->shape[t->ndim - 2];
+    *rows = ktensor_numel(t) / *n;
+}
+
+/* y = exp(x - max) / sum exp(x - max) over the row's first w columns, 0 past them. */
+remat_status ref_softmax_last_forward(const struct kop *op)
+{
+    int64_t rows, m, n;
+
+    rows_of(&op->in[0], &rows, &m, &n);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = op->in[0].data + r * n;
+        float *y = op->out.data + r * n;
+        int64_t w = op->at->causal && r % m + 1 < n ? r % m + 1 : n;
+        double mx = x[0], sum = 0;
+
+        for (int64_t j = 1; j < w; j++)
+            mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < w; j++)
+            sum += exp((double)x[j] - mx);
+        for (int64_t j = 0; j < n; j++)
+            y[j] = j < w ? (float)(exp((double)x[j] - mx) / sum) : 0.0f;
+    }
+    return REMAT_OK;
+}
+
+/* dx += y (dy - sum_j dy y), per row, in double; reads y (0 where masked). */
+remat_status ref_softmax_last_backward(const struct kop *op)
+{
+    float *dx = op->din[0].data;
+    int64_t rows, m, n;
+
+    if (!dx)
+        return REMAT_OK;
+    rows_of(&op->out, &rows, &m, &n);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *y = op->out.data + r * n;
+        double dot = 0;
+
+        for (int64_t j = 0; j < n; j++)
+            dot += (double)ref_dy(&op->dout, r * n + j) * y[j];
+        for (int64_t j = 0; j < n; j++)
+            dx[r * n + j] += (float)((double)y[j] * ((double)ref_dy(&op->dout, r * n + j) - dot));
+    }
     return REMAT_OK;
 }

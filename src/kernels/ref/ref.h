@@ -93,5 +93,8 @@ remat_status ref_gelu_backward(const struct kop *op);
 /* matmul.c: the batched matrix product (B shared or per batch, either transposed). */
 remat_status ref_matmul_forward(const struct kop *op);
 remat_status ref_matmul_backward(const struct kop *op);
+/* matmul.c too: the softmax over the last axis, causal mask optional (reads y). */
+remat_status ref_softmax_last_forward(const struct kop *op);
+remat_status ref_softmax_last_backward(const struct kop *op);
 
 #endif
