@@ -12,7 +12,8 @@
  *    the same data (in managed memory, which both read): convolutions under every
  *    algorithm cuDNN offers them, with the scratch prepare reports; outputs within 1e-4
  *    relative (plus 1e-5 of the largest), max pooling's winners exactly, gradients
- *    accumulated onto random starting values within the same bounds.
+ *    accumulated onto random starting values within the same bounds; layer norm and
+ *    GELU run twice give the same bits.
  * 2. Three training steps under every strategy, planned with the cuda backend's kernels
  *    (cuDNN's deterministic algorithms, chosen by free memory): parameters bit-identical
  *    to `none` run with the same algorithms, measured peak equal to the planned one
@@ -49,6 +50,7 @@ static remat_trainer *cuda_trainer(const remat_graph *g, const remat_tgraph *tg,
 
 #define S1(a) {1, {a, 0, 0, 0}}
 #define S2(a, b) {2, {a, b, 0, 0}}
+#define S3(a, b, c) {3, {a, b, c, 0}}
 #define S4(a, b, c, d) {4, {a, b, c, d}}
 
 static const struct backend_ops *cu_be;
@@ -283,11 +285,75 @@ static void op_cases(const char *name, remat_op type, int n_in, const struct shp
     tk_fini(&t);
 }
 
+/* The bits of every tensor a one-input op's forward and backward write, gradients from
+ * zero: out, aux, dx, dw, db (the absent ones skipped). */
+static float *run_bits(struct tk *t, int64_t *n)
+{
+    struct ktensor in[TK_MAX_IN], *all[] = {&t->op.out, &t->op.aux, &t->din[0], &t->op.dw,
+                                            &t->op.db};
+    struct kop k;
+    float *bits;
+
+    *n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) {
+            memset(all[i]->data, 0, sizeof(float) * (size_t)kt_n(all[i]));
+            *n += kt_n(all[i]);
+        }
+    CHECK_OK(cu_be->forward(cu_ctx, &t->op));
+    k = tk_bwd_kop(t, in);
+    CHECK_OK(cu_be->backward(cu_ctx, &k));
+    CHECK_OK(cu_be->sync(cu_ctx));
+    REMAT_ASSERT_TEST((bits = malloc(sizeof(float) * (size_t)(*n ? *n : 1))));
+    *n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) {
+            memcpy(bits + *n, all[i]->data, sizeof(float) * (size_t)kt_n(all[i]));
+            *n += kt_n(all[i]);
+        }
+    return bits;
+}
+
+/* A one-input op run twice on the same data gives the same bits (layer norm's row sums
+ * are block reductions: their order must not depend on the run). */
+static void same_bits_twice(const char *name, remat_op type, const struct shp *shape,
+                            const remat_attrs *at)
+{
+    struct tk t;
+    float *a, *b;
+    int64_t na, nb;
+
+    rng_state = rng_seed;
+    tk_init(&t, type, 1, shape, at);
+    fill_uniform(&t.in[0], -1, 1);
+    fill_uniform(&t.op.dout, -1, 1);
+    if (t.op.w.data)
+        fill_uniform(&t.op.w, -1, 1);
+    if (t.op.b.data)
+        fill_uniform(&t.op.b, -1, 1);
+    share(&t.in[0], 4);
+    share(&t.din[0], 4);
+    share(&t.op.out, 4);
+    share(&t.op.dout, 4);
+    share(&t.op.aux, 4);
+    share(&t.op.w, 4);
+    share(&t.op.dw, 4);
+    share(&t.op.b, 4);
+    share(&t.op.db, 4);
+    a = run_bits(&t, &na);
+    b = run_bits(&t, &nb);
+    CHECK(na == nb && !memcmp(a, b, sizeof(float) * (size_t)na), "%s: two runs differ", name);
+    free(a);
+    free(b);
+    unshare(&t);
+}
+
 static void test_ops(void)
 {
     remat_train_opts o = remat_train_opts_default();
     const struct shp x4 = S4(2, 16, 9, 11), x3 = S4(3, 3, 8, 8), xs = S4(2, 6, 7, 6),
-                     x2 = S2(5, 10), lab = S1(5), xb = S4(4, 8, 5, 6);
+                     x2 = S2(5, 10), lab = S1(5), xb = S4(4, 8, 5, 6),
+                     xl = S3(2, 3, 700);
     struct shp two[2] = {x4, x4}, three[3] = {x4, x4, x4}, cat[2] = {x4, S4(2, 5, 9, 11)},
                ce[2] = {x2, lab};
 
@@ -314,6 +380,14 @@ static void test_ops(void)
     op_cases("clip", REMAT_OP_CLIP, 1, &x4, &(remat_attrs){.clip_min = -0.5f, .clip_max = 0.5f});
     op_cases("leaky_relu", REMAT_OP_LEAKY_RELU, 1, &x4, &(remat_attrs){.alpha = 0.1f});
     op_cases("sigmoid", REMAT_OP_SIGMOID, 1, &x4, NULL);
+    op_cases("gelu", REMAT_OP_GELU, 1, &x4, NULL);
+    op_cases("gelu tanh", REMAT_OP_GELU, 1, &x4, &(remat_attrs){.approximate = true});
+    /* rows of 11 (one pass per thread), 10 and 700 (several per thread) */
+    op_cases("layer_norm 4-d", REMAT_OP_LAYER_NORM, 1, &x4, NULL);
+    op_cases("layer_norm 2-d eps 0.1", REMAT_OP_LAYER_NORM, 1, &x2, &(remat_attrs){.eps = 0.1f});
+    op_cases("layer_norm 3-d wide", REMAT_OP_LAYER_NORM, 1, &xl, NULL);
+    same_bits_twice("layer_norm 3-d wide", REMAT_OP_LAYER_NORM, &xl, NULL);
+    same_bits_twice("gelu", REMAT_OP_GELU, &x4, NULL);
     op_cases("dropout", REMAT_OP_DROPOUT, 1, &x4, &(remat_attrs){.p = 0.3f});
     op_cases("add 2", REMAT_OP_ADD, 2, two, NULL);
     op_cases("add 3", REMAT_OP_ADD, 3, three, NULL);

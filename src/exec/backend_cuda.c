@@ -15,9 +15,9 @@
  * convolution on cuDNN's legacy convolution API,
  * batch norm on cuDNN's (mean and inverse std saved in aux, as kernels.h asks), linear on
  * cuBLAS SGEMM; activations, dropout (the same counter-based draws as the other
- * backends), add, mul, concat, crop, pad, pooling, global average pooling and the losses
- * on our kernels. Upsampling, softmax and transpose have no kernel here yet
- * (REMAT_ERR_UNSUPPORTED names them).
+ * backends), add, mul, concat, crop, pad, pooling, global average pooling, the losses,
+ * layer norm and GELU on our kernels. Upsampling, softmax and transpose have no kernel
+ * here yet (REMAT_ERR_UNSUPPORTED names them).
  *
  * Convolution algorithms: cuDNN's own heuristics list them fastest first
  * (cudnnGetConvolution*Algorithm_v7) with their workspace; only deterministic ones are

@@ -1,10 +1,11 @@
 /*
- * cuda_kernels.h - the cuda backend's own kernels (cuda_kernels.cu), for the ops cuDNN and
- * cuBLAS do not run (exec/backend_cuda.c says which run where). Each launcher queues its
- * kernel on stream s and returns cudaGetLastError() as an int (0: queued). Tensors are
- * float32 NCHW in device memory; gradients accumulate (+=), as every kernel of kernels.h.
- * A NULL dy reads as the constant 1. Sums run in a fixed order (one thread per output,
- * or per gathered input element), so results repeat bit for bit.
+ * cuda_kernels.h - the cuda backend's own kernels (cuda_kernels.cu; seq.cu for layer norm
+ * and GELU), for the ops cuDNN and cuBLAS do not run (exec/backend_cuda.c says which run
+ * where). Each launcher queues its kernel on stream s and returns cudaGetLastError() as
+ * an int (0: queued). Tensors are float32 NCHW in device memory; gradients accumulate
+ * (+=), as every kernel of kernels.h. A NULL dy reads as the constant 1. Sums run in a
+ * fixed order (one thread per output, or per gathered input element; layer norm's rows
+ * in a fixed tree within a block), so results repeat bit for bit.
  */
 #ifndef REMAT_CUDA_KERNELS_H
 #define REMAT_CUDA_KERNELS_H
@@ -60,6 +61,18 @@ int cu_sum_scalars(cu_stream s, struct cu_ptrs in, int32_t n_in, float *y);
 /* linear: y[r, c] += b[c]; db[c] += sum_r dy[r, c] */
 int cu_bias_rows(cu_stream s, const float *b, float *y, int64_t rows, int64_t cols);
 int cu_bias_grad_rows(cu_stream s, const float *dy, float *db, int64_t rows, int64_t cols);
+/* seq.cu: layer norm over the last axis of x seen as (rows, d); aux = (mean[rows],
+ * invstd[rows]); gamma, beta may be NULL (1, 0). The backward reads x and aux and adds
+ * into dx, dgamma and dbeta, each skipped when NULL. */
+int cu_layer_norm_fwd(cu_stream s, const float *x, const float *gamma, const float *beta,
+                      float *y, float *aux, int64_t rows, int64_t d, double eps);
+int cu_layer_norm_bwd(cu_stream s, const float *x, const float *gamma, const float *aux,
+                      const float *dy, float *dx, float *dgamma, float *dbeta, int64_t rows,
+                      int64_t d);
+/* seq.cu: GELU, exact (erf) or with approximate the tanh form; the backward reads x. */
+int cu_gelu_fwd(cu_stream s, int approximate, const float *x, float *y, int64_t n);
+int cu_gelu_bwd(cu_stream s, int approximate, const float *x, const float *dy, float *dx,
+                int64_t n);
 /* SGD as torch.optim.SGD: d = g + wd w; m = mu m + d; w -= lr m */
 int cu_sgd(cu_stream s, float *w, const float *g, float *m, int64_t n, float lr, float mu,
            float wd);

@@ -1,6 +1,7 @@
 /*
- * own.c - the cuda backend's ops on our own kernels (cuda_kernels.cu): activations,
- * dropout, add, mul, concat, crop, pad, the poolings and the losses.
+ * own.c - the cuda backend's ops on our own kernels (cuda_kernels.cu, seq.cu):
+ * activations, dropout, add, mul, concat, crop, pad, the poolings, the losses, layer norm
+ * and GELU.
  */
 #include "kernels/cuda/cuda.h"
 
@@ -34,6 +35,18 @@ static void crop_origin(const struct kop *op, int64_t *oh, int64_t *ow)
     *ow = op->at->offset_w >= 0 ? op->at->offset_w : (x->shape[3] - y->shape[3]) / 2;
 }
 
+/* layer norm's rows: x seen as (numel / d, d), d its last axis (op_table_seq.c) */
+static int64_t ln_width(const struct kop *op)
+{
+    return op->in[0].shape[op->in[0].ndim - 1];
+}
+
+/* as ref/seq.c: 0 means 1e-5 */
+static double ln_eps(const remat_attrs *at)
+{
+    return at->eps > 0 ? at->eps : 1e-5;
+}
+
 remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
 {
     cu_stream s = (cu_stream)c->stream;
@@ -53,6 +66,16 @@ remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
     case REMAT_OP_SIGMOID:
         K_TRY(cu_act_fwd(s, 3, 0, 0, op->in[0].data, op->out.data, n));
         return REMAT_OK;
+    case REMAT_OP_GELU:
+        K_TRY(cu_gelu_fwd(s, at->approximate, op->in[0].data, op->out.data, n));
+        return REMAT_OK;
+    case REMAT_OP_LAYER_NORM: {
+        int64_t d = ln_width(op);
+
+        K_TRY(cu_layer_norm_fwd(s, op->in[0].data, op->w.data, op->b.data, op->out.data,
+                                op->aux.data, n / d, d, ln_eps(at)));
+        return REMAT_OK;
+    }
     case REMAT_OP_DROPOUT:
         K_TRY(cu_dropout_fwd(s, op->in[0].data, op->out.data, n, drop_p(at), op->key));
         return REMAT_OK;
@@ -158,6 +181,18 @@ remat_status cuda_own_bwd(struct cuda_ctx *c, const struct kop *op)
         if (dx)
             K_TRY(cu_dropout_bwd(s, dy, dx, n, drop_p(at), op->key));
         return REMAT_OK;
+    case REMAT_OP_GELU:
+        if (dx)
+            K_TRY(cu_gelu_bwd(s, at->approximate, op->in[0].data, dy, dx, n));
+        return REMAT_OK;
+    case REMAT_OP_LAYER_NORM: {
+        int64_t d = ln_width(op);
+
+        if (dx || op->dw.data || op->db.data)
+            K_TRY(cu_layer_norm_bwd(s, op->in[0].data, op->w.data, op->aux.data, dy, dx,
+                                    op->dw.data, op->db.data, n / d, d));
+        return REMAT_OK;
+    }
     case REMAT_OP_ADD:
         for (int32_t i = 0; i < op->n_in; i++)
             if (op->din[i].data)
@@ -244,7 +279,8 @@ bool cuda_own_has(remat_op type)
         REMAT_OP_RELU, REMAT_OP_CLIP, REMAT_OP_LEAKY_RELU, REMAT_OP_SIGMOID, REMAT_OP_DROPOUT,
         REMAT_OP_ADD, REMAT_OP_MUL, REMAT_OP_CONCAT, REMAT_OP_CROP, REMAT_OP_PAD,
         REMAT_OP_MAX_POOL, REMAT_OP_AVG_POOL, REMAT_OP_GLOBAL_AVG_POOL, REMAT_OP_SOFTMAX_CE,
-        REMAT_OP_SUM_LOSSES, REMAT_OP_FLATTEN, REMAT_OP_RESHAPE,
+        REMAT_OP_SUM_LOSSES, REMAT_OP_FLATTEN, REMAT_OP_RESHAPE, REMAT_OP_LAYER_NORM,
+        REMAT_OP_GELU,
     };
 
     for (size_t i = 0; i < sizeof have / sizeof have[0]; i++)
