@@ -29,7 +29,9 @@ WARN += -Werror
 endif
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc -MMD -MP
-LDLIBS := -lglpk -ldnnl -lprotobuf-c -lgomp -lm -lpthread
+# COIN-OR's CBC (with Clp) solves the optimal strategy's MILP
+CBC_LIBS := $(shell pkg-config --libs cbc 2>/dev/null || echo -lCbcSolver -lCbc -lClp -lCoinUtils)
+LDLIBS := $(CBC_LIBS) -ldnnl -lprotobuf-c -lgomp -lm -lpthread
 
 OUT ?= build
 BUILD := $(OUT)
@@ -160,7 +162,7 @@ FUZZ_BIN := $(FUZZ_TARGETS:%=$(OUT)/fuzz/fuzz_%)
 FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(OUT)/gen \
                -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
                -fno-omit-frame-pointer
-FUZZ_LIBS := -lglpk -ldnnl -lprotobuf-c -lgomp -lm -lpthread
+FUZZ_LIBS := $(CBC_LIBS) -ldnnl -lprotobuf-c -lgomp -lm -lpthread
 FUZZ_SECONDS ?= 60
 
 $(OUT)/fuzz/%.o: %.c | $(OUT)/gen/onnx.pb-c.h

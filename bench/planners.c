@@ -234,7 +234,7 @@ static void optimal_gap(const char *dir)
     static const remat_strategy dps[] = {REMAT_STRATEGY_APPROX_TC, REMAT_STRATEGY_APPROX_MC,
                                          REMAT_STRATEGY_EXACT_TC, REMAT_STRATEGY_EXACT_MC};
 
-    printf("\n### `optimal` (Checkmate MILP, GLPK, 20 s limit) at the DP plans' budgets\n\n"
+    printf("\n### `optimal` (Checkmate MILP, CBC, 20 s limit) at the DP plans' budgets\n\n"
            "Overheads are simulated (Kusumoto cost). *gap*: the MILP's relative gap to its "
            "best bound when the limit stopped it (0: proven optimal for its model; −1: "
            "another strategy's plan recomputed less and was returned).\n\n"

@@ -1,6 +1,6 @@
 /*
  * test_optimal.c - the `optimal` strategy (plan/optimal.c): the Checkmate MILP solved
- * with GLPK.
+ * with CBC (COIN-OR).
  *
  * The oracle is a brute force written here: on graphs of up to 8 forward ops (chains, a
  * diamond, a skip connection, random DAGs from the public API), every subset K of the
@@ -11,9 +11,10 @@
  * are a superset, so at every budget the oracle reaches, plan_optimal must prove an
  * optimum (gap 0) that costs no more than the oracle's best there, and its schedule
  * must simulate within the budget. Also: no recomputation at a generous budget, some at
- * the smallest, refusal below it, refusal of graphs above 200 nodes (ResNet-152), the
- * least-peak plan of `budget min`, out-of-memory handling, and a plan for the authors'
- * VGG-19 dump within a short time limit.
+ * the smallest, refusal below it, refusal of graphs above 200 nodes (ResNet-1001), the
+ * least-peak plan of `budget min`, out-of-memory handling, a plan for the authors'
+ * VGG-19 dump within a short time limit, and, on a chain near the limit of 200 nodes: a
+ * plan within the budget, the time limit kept, the same plan twice.
  *
  * Seed: REMAT_SEED (printed).
  */
@@ -387,7 +388,7 @@ static void test_infeasible(void)
     remat_graph_free(g);
 }
 
-/* Through remat_plan: ResNet-152 is above the size limit. */
+/* Through remat_plan: ResNet-1001 (3,346 nodes) is above the size limit. */
 static void test_too_large(void)
 {
     remat_zoo_opts zo = {.batch = 1};
@@ -397,12 +398,12 @@ static void test_too_large(void)
     remat_schedule *s = NULL;
     remat_status st;
 
-    CHECK_OK(remat_zoo_build("resnet152", &zo, NULL, &g));
+    CHECK_OK(remat_zoo_build("resnet1001", &zo, NULL, &g));
     CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
     if (!tg)
         goto out;
     st = remat_plan(tg, &po, &s, NULL);
-    CHECK(st == REMAT_ERR_UNSUPPORTED, "resnet152: %s", remat_status_name(st));
+    CHECK(st == REMAT_ERR_UNSUPPORTED, "resnet1001: %s", remat_status_name(st));
     CHECK(strstr(remat_errmsg(), "limit of 200") != NULL, "message: %s", remat_errmsg());
     CHECK(s == NULL, "a schedule came back");
 out:
@@ -611,6 +612,149 @@ static void test_versus_others(void)
     CHECK(compared > 50, "only %d comparisons", compared);
 }
 
+/* ------------------------------------------------------ above the old limit */
+
+#define LONG_PAIRS 96 /* conv + ReLU pairs: 195 nodes with the head, near the limit of 200 */
+
+/* A chain of `pairs` conv -> ReLU pairs over small values, then the head. */
+static void build_long(remat_graph *g, int pairs)
+{
+    int32_t lab, x = input(g, 2, &lab);
+
+    for (int k = 0; k < pairs; k++)
+        x = relu(g, conv(g, x, 2 + k % 3));
+    head(g, x, lab);
+}
+
+static double seconds(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The chain's tgraph, its node count and the `none` plan's activation peak. */
+static remat_tgraph *long_chain(int pairs, size_t *none_peak, int32_t *nodes)
+{
+    remat_graph *g = new_graph(NULL);
+    remat_tgraph *tg;
+    remat_schedule *none = NULL;
+    remat_sim_result rn;
+    struct dag d;
+
+    build_long(g, pairs);
+    tg = to_tgraph(g);
+    remat_graph_free(g);
+    REMAT_ASSERT_TEST(remat_plan_none(tg, &none) == REMAT_OK &&
+                      remat_sim_run(tg, none, &rn) == REMAT_OK);
+    remat_schedule_free(none);
+    REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
+    *nodes = d.n;
+    dag_fini(&d);
+    *none_peak = rn.activation_peak_bytes;
+    return tg;
+}
+
+/* plan_optimal on tg; *took gets the seconds it took. */
+static remat_status timed_plan(const remat_tgraph *tg, size_t budget, double limit,
+                               remat_schedule **s, remat_plan_info *info, double *took)
+{
+    struct dag d;
+    remat_status st;
+    double t0 = seconds();
+
+    REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
+    memset(info, 0, sizeof *info);
+    st = plan_optimal(tg, &d, budget, limit, s, info);
+    *took = seconds() - t0;
+    dag_fini(&d);
+    return st;
+}
+
+/*
+ * The chain above 200 nodes at budgets from generous to tight, each within a time
+ * limit of 2 s (plus a margin for lowering and simulating): a plan that simulates
+ * within the budget, with a gap in [0, 1]. The tightest budgets cannot be proven
+ * optimal within the limit, so they check that the limit is kept.
+ */
+static void test_near_limit(void)
+{
+    static const double frac[] = {1.0, 0.7, 0.45, 0.3};
+    size_t none_peak;
+    int32_t nodes;
+    remat_tgraph *tg = long_chain(LONG_PAIRS, &none_peak, &nodes);
+
+    CHECK(nodes > 150 && nodes <= 200, "the chain has %d nodes", nodes);
+    for (size_t k = 0; k < sizeof frac / sizeof frac[0]; k++) {
+        size_t budget = (size_t)(frac[k] * (double)none_peak);
+        remat_schedule *s = NULL;
+        remat_plan_info info;
+        remat_sim_result r;
+        double took;
+        remat_status st = timed_plan(tg, budget, 2, &s, &info, &took);
+
+        CHECK(st == REMAT_OK, "%d nodes at %zu: %s: %s", nodes, budget, remat_status_name(st),
+              remat_errmsg());
+        CHECK(took <= 2 + 1.5, "%d nodes at %zu: %.2f s for a limit of 2 s", nodes, budget,
+              took);
+        if (!st && remat_sim_run(tg, s, &r) == REMAT_OK) {
+            CHECK(r.activation_peak_bytes <= budget, "peak %zu above the budget %zu",
+                  r.activation_peak_bytes, budget);
+            CHECK(info.optimality_gap >= 0 && info.optimality_gap <= 1, "gap %g",
+                  info.optimality_gap);
+            printf("  %d nodes at %.2f of none: overhead %.4f, gap %.3f, %.2f s\n", nodes,
+                   frac[k], r.overhead, info.optimality_gap, took);
+        } else if (!st) {
+            CHECK(false, "the plan is invalid: %s", remat_errmsg());
+        }
+        remat_schedule_free(s);
+    }
+    remat_tgraph_free(tg);
+}
+
+/* Whether two schedules have the same steps. */
+static bool same_steps(const remat_schedule *a, const remat_schedule *b)
+{
+    size_t n = remat_schedule_n_steps(a);
+
+    if (n != remat_schedule_n_steps(b))
+        return false;
+    return n == 0 || !memcmp(remat_schedule_steps(a), remat_schedule_steps(b),
+                             n * sizeof *remat_schedule_steps(a));
+}
+
+/* The same input twice gives the same plan: CBC runs on one thread with fixed seeds
+ * (when it finishes within the limit: one stopped by the clock may stop elsewhere). The
+ * random graphs at their smallest budget, proven optimal by branch and cut at once. */
+static void test_deterministic(void)
+{
+    static struct cand cands[2 << MAX_OPS];
+
+    for (int k = 0; k < 6; k++) {
+        remat_graph *g = new_graph(NULL);
+        remat_tgraph *tg;
+        remat_schedule *s[2] = {NULL, NULL};
+        remat_plan_info info[2];
+        size_t budget = SIZE_MAX;
+        double took;
+
+        build_random(g, 6 + k);
+        tg = to_tgraph(g);
+        for (int q = 0, n = oracle_all(tg, cands); q < n; q++)
+            budget = cands[q].peak < budget ? cands[q].peak : budget;
+        for (int q = 0; q < 2; q++)
+            CHECK_OK(timed_plan(tg, budget, 30, &s[q], &info[q], &took));
+        if (s[0] && s[1])
+            CHECK(same_steps(s[0], s[1]) && info[0].optimality_gap == info[1].optimality_gap,
+                  "graph %d: two plans of the same graph differ", k);
+        remat_schedule_free(s[0]);
+        remat_schedule_free(s[1]);
+        remat_tgraph_free(tg);
+        remat_graph_free(g);
+    }
+}
+
 int main(void)
 {
     const char *env = getenv("REMAT_SEED");
@@ -624,5 +768,7 @@ int main(void)
     RUN(test_oom);
     RUN(test_vgg19_dump);
     RUN(test_versus_others);
+    RUN(test_near_limit);
+    RUN(test_deterministic);
     return harness_end();
 }

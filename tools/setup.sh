@@ -4,13 +4,14 @@
 # `make san` and `make bench`.
 set -eu
 
-# gcc/make: the build; libglpk-dev: the MILP solver of the optimal strategy; libdnnl-dev:
+# gcc/make: the build; coinor-libcbc-dev, coinor-libclp-dev: CBC and Clp, the MILP and LP
+# solvers of the optimal strategy; libdnnl-dev:
 # oneDNN 2.x for the cpu backend; libprotobuf-c-dev, protobuf-c-compiler and python3-onnx
 # (its onnx.proto): the ONNX reader; python3: the independent oracles and JSON checks of
 # the tests; python3-torch, python3-torchvision: the ONNX exports and PyTorch reference
 # gradients the ONNX tests make; libonnx-testdata: ONNX's operator conformance cases;
 # clang: the fuzz target; chromium: the suite renders `remat report`'s page headless.
-packages="gcc make libglpk-dev libdnnl-dev libprotobuf-c-dev protobuf-c-compiler python3
+packages="gcc make coinor-libcbc-dev coinor-libclp-dev libdnnl-dev libprotobuf-c-dev protobuf-c-compiler python3
 python3-onnx python3-torch python3-torchvision libonnx-testdata clang chromium"
 
 missing=""

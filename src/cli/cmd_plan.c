@@ -33,6 +33,7 @@ static void help(FILE *f)
             "                      reproduces their figures, never beats the default\n"
             "  --max-lower-sets N  cap for the exact DP (default 100000: its pair loop grows\n"
             "                      as the square; GoogLeNet's 27,358 sets take ~10 s)\n"
+            "  --time-limit S      seconds for `optimal` (default 60)\n"
             "  --trace FILE        write the memory timeline as a Chrome trace (Perfetto)\n"
             "  --cost flops|kusumoto  T_v: forward FLOPs, or 10 per convolution and 1\n"
             "                      otherwise (the default for dumps)\n"
@@ -280,6 +281,7 @@ struct plan_cmd {
 static int plan_option(struct plan_cmd *c, int argc, char **argv, int *i)
 {
     const char *a = argv[*i], *v;
+    int64_t secs;
     int k;
 
     if (!strcmp(a, "--json"))
@@ -291,6 +293,9 @@ static int plan_option(struct plan_cmd *c, int argc, char **argv, int *i)
     else if (!strcmp(a, "--max-lower-sets"))
         return (v = cli_value(argc, argv, i)) &&
                cli_parse_i64(a, v, 1, 100000000, &c->po.max_lower_sets) ? 1 : -1;
+    else if (!strcmp(a, "--time-limit"))
+        return (v = cli_value(argc, argv, i)) && cli_parse_i64(a, v, 1, 86400, &secs)
+                   ? (c->po.time_limit = (double)secs, 1) : -1;
     else if ((k = cli_backend_option(&c->to, argc, argv, i)) != 0)
         return c->backend = c->backend || !strcmp(a, "--backend"), k;
     else if ((k = cli_offload_option(&c->po, argc, argv, i)) != 0)

@@ -1,10 +1,11 @@
 /*
  * optimal.c - the `optimal` strategy: the mixed-integer program of Checkmate (Jain et
  * al., MLSys 2020) over the forward and backward steps of the planners' graph, solved
- * with GLPK, then lowered to a schedule. This file holds the nodes and what each reads
+ * with COIN-OR's Clp and CBC, then lowered to a schedule. This file holds the nodes and what each reads
  * (opt_init), the MILP's own memory accounting of a solution, its lowering, and
  * plan_optimal; the MILP's constraints and its solve are in optimal_milp.c, the
- * solutions found outside GLPK in optimal_heur.c, what they share in optimal.h.
+ * the hand-off to the solvers in optimal_cbc.c, the solutions found outside them in
+ * optimal_heur.c, what they share in optimal.h.
  *
  * Nodes. The forward nodes are the dag's nodes that are not views, 0 .. nf-1 in its
  * topological order. A view takes no memory: its FWD runs once, right after the first
@@ -39,7 +40,7 @@
  * the MILP's max U + G (lower when one output of a node dies before its siblings, or a
  * kept value is not read again). Both are checked: the solution's own bound
  * (dp_bound_bytes) is recomputed exactly in bytes, and the schedule is simulated; a
- * solution that GLPK's tolerances let above the budget is dropped for the best
+ * solution that the solver's tolerances let above the budget is dropped for the best
  * heuristic one, or, when there is none, solved again under a budget lowered by the
  * excess.
  *
@@ -54,22 +55,29 @@
  *     node), the rest recomputed when a backward needs it and dropped after it or
  *     cached; then a local search over each node's choice (keep, drop, cache) and swaps
  *     of kept nodes, for at most a quarter of the time limit.
- *  3. The LP relaxation (dual simplex, optimal_milp.c): its bound, and its S rounded at
+ *  3. The LP relaxation (Clp's dual simplex, optimal_cbc.c): its bound, and its S rounded at
  *     several thresholds and completed into solutions (Checkmate's two-phase rounding).
  *     When the best solution meets the bound, it is optimal.
- *  4. Branch and bound (glp_intopt) for the rest of the time, the best solution so far
- *     handed to GLPK as its first incumbent at the first heuristic callback. GLPK's
- *     presolver is off: it renumbers the columns, and the incumbent could not be given.
- *  The plan is GLPK's solution when it is better, else the best heuristic one;
+ *  4. Branch and cut (CBC: one thread, fixed seeds) for the rest of the time, the best
+ *     solution so far handed to it as a MIP start.
+ *  The plan is the solver's solution when it is better, else the best heuristic one;
  *  optimality_gap is (cost - best lower bound) / cost, 1 when no bound was reached
  *  (the relaxation alone can take minutes above ~100 nodes), 0 when proven.
  * A budget of 0 (remat_plan's budget min) plans at the least MILP peak among the keep
  * sets of step 2 with recomputed values dropped: the least-peak plan found, not a proven
  * minimum, then the least cost at that peak.
  *
- * Sizes: at most 200 dag nodes, so nf, nb <= 200 and ns <= 400: under 80,000 R and S
- * binaries, and F and U about (nodes + edges) per stage. Everything but GLPK's own
- * allocations comes from the graph's allocator.
+ * Sizes: at most 200 dag nodes (OPT_MAX_NODES), so nf, nb <= 200 and ns <= 400: R and S
+ * binaries at most ns x nf, fewer after pruning, and F and U about (nodes + edges) per
+ * stage. The limit stays at 200 because above it the model and its relaxation cost far
+ * more than the plan is worth within a usable time limit: with the limit at 1,200,
+ * `remat compare resnet152 --batch 32 --time-limit 20` took 67 s and 1.4 GB for a plan
+ * recomputing 29 times the forward (the heuristics' fallback).
+ * Measured: ResNet-50 (176 nodes) 155,000 columns, 256,000 rows, 0.7 million nonzeros;
+ * ResNet-152 (516) 1.35 million columns, 2.2 million rows, 6.1 million nonzeros and
+ * 1.4 GB in all; DenseNet-161 (568, dense skips) 21 million nonzeros. The LP relaxation
+ * above ~100 nodes takes minutes, so there the plan is mostly the heuristics'.
+ * Everything but the solver's own allocations comes from the graph's allocator.
  */
 #include "plan/optimal.h"
 #include "sched/schedule.h"
@@ -383,7 +391,7 @@ out:
 }
 
 /* Lowers a solution and measures it: its own bound and its simulated peak. A solution
- * that breaks a dependency (GLPK's tolerances) gets *bound = SIZE_MAX and no schedule. */
+ * that breaks a dependency (the solver's tolerances) gets *bound = SIZE_MAX and no schedule. */
 static remat_status try_solution(const struct opt *o, const bool *R, const bool *S,
                                  remat_schedule **out, size_t *bound, size_t *peak,
                                  double *recomputed)
@@ -474,7 +482,7 @@ remat_status plan_optimal(const remat_tgraph *tg, const struct dag *d, size_t bu
     optimal_search(&o, &b, order, core_seconds() + 0.25 * time_limit);
     while (unit * 2048 < (double)budget)
         unit *= 2;
-    for (int tries = 0; tries < OPT_TRIES; tries++) {
+    for (int tries = 0; tries < OPT_TRIES && core_seconds() < t_end; tries++) {
         worst = 0;
         if ((st = optimal_solve(&o, &b, milp_budget, unit, t_end, R, S, &sv)) || !sv.found)
             break;
@@ -488,14 +496,14 @@ remat_status plan_optimal(const remat_tgraph *tg, const struct dag *d, size_t bu
         sv.found = false;
         if (b.found || worst == SIZE_MAX)
             break;
-        /* GLPK's tolerances let it above the budget: lower it by the excess. */
+        /* the solver's tolerances let it above the budget: lower it by the excess. */
         milp_budget -= (double)(worst - budget) + 1e-6 * (double)budget + 1;
     }
     if (!b.found) {
         if (st)
             goto out;
         st = worst == SIZE_MAX
-                 ? REMAT_FAIL(REMAT_ERR_INVALID, "optimal: GLPK's solution breaks a "
+                 ? REMAT_FAIL(REMAT_ERR_INVALID, "optimal: the solver's solution breaks a "
                               "dependency (its numerical tolerances)")
              : worst > budget
                  ? REMAT_FAIL(REMAT_ERR_INFEASIBLE, "optimal: the MILP's schedules stay "
@@ -509,7 +517,7 @@ remat_status plan_optimal(const remat_tgraph *tg, const struct dag *d, size_t bu
     }
     if (st == REMAT_ERR_NOMEM)
         goto out;
-    /* GLPK found nothing better in time (or failed): the best heuristic solution. */
+    /* the solver found nothing better in time (or failed): the best heuristic solution. */
     memcpy(R, b.R, sizeof *R * cells);
     memcpy(S, b.S, sizeof *S * cells);
     sv.proven = sv.bound >= 0 && b.cost / (o.fwd_cost > 0 ? o.fwd_cost : 1) <= sv.bound + 1e-9;

@@ -1,9 +1,11 @@
 /*
  * optimal.h - what the three files of the `optimal` strategy share: the MILP's nodes and
  * stages (struct opt, built by optimal.c), the best heuristic solution (struct best),
- * the outcome of a GLPK solve (struct solve), and the functions each file gives the
- * others. optimal.c describes the formulation; optimal_milp.c builds the MILP and
- * solves it with GLPK; optimal_heur.c finds solutions outside GLPK.
+ * the outcome of a solve (struct solve), the MILP as lists (struct lp), and the
+ * functions each file gives the others. optimal.c describes the formulation;
+ * optimal_milp.c builds the MILP and drives its solve; optimal_cbc.c hands it to COIN-OR's
+ * Clp (the LP relaxation) and CBC (branch and cut); optimal_heur.c finds solutions
+ * outside the solver.
  *
  * A solution is two arrays of ns x nf bools, R[s * nf + i] (forward node i runs in stage
  * s) and S[s * nf + i] (node i's value is live entering stage s); every array of struct
@@ -47,9 +49,33 @@ struct best {
 
 /* The outcome of a solve. */
 struct solve {
-    bool found;          /* R and S hold GLPK's solution */
+    bool found;          /* R and S hold the solver's solution */
     bool proven;         /* ... proven optimal */
     double bound;        /* a lower bound on the overhead, -1: none */
+};
+
+/* The MILP as lists: columns (numbered from 1), rows (from 1), and the matrix as
+ * triplets (row ia, column ja, value ar; entry 0 unused). A bound of +-DBL_MAX is none. */
+struct lp_col {
+    bool integer;
+    double lb, ub, obj;
+};
+
+struct lp_row {
+    double lb, ub;
+};
+
+struct lp {
+    vec cols, rows, ia, ja, ar;
+    bool oom;
+};
+
+/* What a solver call ended with. */
+enum lp_end {
+    LP_DONE,         /* solved: optimal (the LP) or proven optimal (the MILP) */
+    LP_INFEASIBLE,   /* proven to have no solution */
+    LP_STOPPED,      /* the time limit stopped it */
+    LP_FAILED        /* the solver gave up (numerical trouble) */
 };
 
 /* Whether the MILP has R[s][i], S[s][i]; whether R[s][i] is fixed at 1. */
@@ -116,7 +142,8 @@ void optimal_order(const struct opt *o, int32_t *order);
  * Solutions outside the MILP solver, for its first incumbent: keep sets of the nodes
  * dearest to recompute per byte (every prefix) and of every k-th node, the others
  * dropped or cached; then, from the best, a local search that changes one node's mode
- * or swaps a kept node for another, until nothing improves or t_end. The best that fits
+ * or swaps a kept node for another, until nothing improves or t_end (the keep sets
+ * also stop at t_end, after the first two of each kind). The best that fits
  * b->budget is in b. order gets optimal_order's.
  */
 void optimal_search(const struct opt *o, struct best *b, int32_t *order, double t_end);
@@ -134,15 +161,33 @@ size_t optimal_least_peak(const struct opt *o, struct best *b, const int32_t *or
  */
 void optimal_round(const struct opt *o, struct best *b, const int *cs, const double *x);
 
+/* ------------------------------------------------------------ optimal_cbc.c */
+
+/*
+ * The LP relaxation of lp by Clp's dual simplex, stopped at t_end: on LP_DONE, x[1 ..
+ * cols] gets its values and *obj its objective. Sets *oom when out of memory.
+ */
+enum lp_end optimal_relax(struct opt *o, const struct lp *lp, double t_end, double *x,
+                          double *obj, bool *oom);
+
+/*
+ * The MILP lp by CBC until t_end: one thread, fixed seeds, no output. start (NULL:
+ * none) is a first incumbent, its integer columns' values x[1 .. cols] (the continuous
+ * ones CBC computes). On return *found says whether x holds a solution (CBC's best),
+ * *bound the best lower bound CBC proved (-DBL_MAX: none). Sets *oom when out of
+ * memory.
+ */
+enum lp_end optimal_branch(struct opt *o, const struct lp *lp, const double *start,
+                           double t_end, double *x, bool *found, double *bound, bool *oom);
+
 /* ----------------------------------------------------------- optimal_milp.c */
 
 /*
  * Solves the MILP under `budget` bytes (coefficients in units of `unit` bytes) until
  * t_end. The LP relaxation comes first: its bound goes to sv->bound, its kept values
- * are rounded into solutions offered to b (optimal_round), and b's best becomes GLPK's
- * first incumbent, or the answer when it meets the bound. Then branch and bound (GLPK's
- * presolver is off: it renumbers columns, and the incumbent could not be given). On
- * REMAT_OK, *sv says what was found (with sv->found, R and S hold GLPK's solution,
+ * are rounded into solutions offered to b (optimal_round), and b's best becomes CBC's
+ * first incumbent, or the answer when it meets the bound. Then branch and cut. On
+ * REMAT_OK, *sv says what was found (with sv->found, R and S hold CBC's solution,
  * trimmed); no solution within the time limit is REMAT_OK with nothing found.
  */
 remat_status optimal_solve(struct opt *o, struct best *b, double budget, double unit,

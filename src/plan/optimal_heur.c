@@ -1,5 +1,5 @@
 /*
- * optimal_heur.c - solutions of the `optimal` MILP found outside GLPK (steps 2 and 3 of
+ * optimal_heur.c - solutions of the `optimal` MILP found outside CBC (steps 2 and 3 of
  * "Solving" at the top of optimal.c): a solution is first a wish list of kept values
  * (S), which opt_complete turns into one (what each stage must run) and optimal_trim
  * cleans up; candidates are measured by the MILP's own accounting (optimal_account) and
@@ -148,12 +148,12 @@ void optimal_search(const struct opt *o, struct best *b, int32_t *order, double 
     optimal_order(o, order);
     for (uint8_t rest = M_DROP; rest <= M_CACHE; rest += M_CACHE - M_DROP) {
         memset(b->mode, rest, sizeof *b->mode * (size_t)nf);
-        for (int32_t q = 0; q <= nf; q++) {
+        for (int32_t q = 0; q <= nf && (q < 2 || core_seconds() < t_end); q++) {
             if (q > 0)
                 b->mode[order[q - 1]] = M_KEEP;
             offer_modes(o, b);
         }
-        for (int32_t k = 2; k <= nf; k++) {
+        for (int32_t k = 2; k <= nf && (k < 3 || core_seconds() < t_end); k++) {
             for (int32_t i = 0; i < nf; i++)
                 b->mode[i] = i % k == k - 1 ? M_KEEP : rest;
             offer_modes(o, b);

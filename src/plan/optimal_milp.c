@@ -1,8 +1,8 @@
 /*
  * optimal_milp.c - the mixed-integer program of the `optimal` strategy, built as lists
- * (columns, rows, 1-based triplets), handed to GLPK at once and solved: the LP
- * relaxation, then branch and bound under the time limit. optimal.c has the nodes, the
- * stages and the variables (R, S, F, U; G a constant).
+ * (columns, rows, 1-based triplets, struct lp), and its solve: the LP relaxation, then
+ * branch and cut under the time limit, both by COIN-OR (optimal_cbc.c). optimal.c has
+ * the nodes, the stages and the variables (R, S, F, U; G a constant).
  *
  * Constraints:
  *   R[s][j] <= R[s][i] + S[s][i]      for each node i whose value the forward of j reads;
@@ -20,32 +20,17 @@
  * Objective: minimize sum over s, i != s of T_i R[s][i], divided by the forward cost:
  * the recomputation overhead.
  *
- * Sizes: under 80,000 R and S binaries (ns <= 400 stages, nf <= 200 forward nodes), and
- * F and U about (nodes + edges) per stage. GLPK's own allocations aside, everything
+ * Sizes: R and S binaries at most ns x nf (ns <= 400 stages, nf <= 200 forward
+ * nodes), fewer after pruning: at ResNet-50's 176 nodes about 0.16 million columns; F
+ * and U about (nodes + edges) per stage. The solvers' own allocations aside, everything
  * comes from the graph's allocator.
  */
 #include "plan/optimal.h"
 
-#include <glpk.h>
-#include <limits.h>
+#include <float.h>
+#include <math.h>
 
-struct lp_col {
-    int kind, type;
-    double lb, ub, obj;
-};
-
-struct lp_row {
-    int type;
-    double lb, ub;
-};
-
-/* The MILP as lists, handed to GLPK at once: columns, rows, and 1-based triplets. */
-struct lp {
-    vec cols, rows, ia, ja, ar;
-    bool oom;
-};
-
-static int lp_col(struct lp *lp, int kind, int type, double lb, double ub, double obj)
+static int lp_col(struct lp *lp, bool integer, double lb, double ub, double obj)
 {
     struct lp_col *c = vec_push(&lp->cols);
 
@@ -53,11 +38,11 @@ static int lp_col(struct lp *lp, int kind, int type, double lb, double ub, doubl
         lp->oom = true;
         return 0;
     }
-    *c = (struct lp_col){kind, type, lb, ub, obj};
+    *c = (struct lp_col){integer, lb, ub, obj};
     return (int)lp->cols.n;
 }
 
-static int lp_row(struct lp *lp, int type, double lb, double ub)
+static int lp_row(struct lp *lp, double lb, double ub)
 {
     struct lp_row *r = vec_push(&lp->rows);
 
@@ -65,7 +50,7 @@ static int lp_row(struct lp *lp, int type, double lb, double ub)
         lp->oom = true;
         return 0;
     }
-    *r = (struct lp_row){type, lb, ub};
+    *r = (struct lp_row){lb, ub};
     return (int)lp->rows.n;
 }
 
@@ -107,15 +92,15 @@ static void lp_frees(const struct opt *o, struct lp *lp, const int *cr, const in
                     optimal_is_fixed(o, s, o->us[e]);
         if (never || o->mk[i] == 0)
             continue;
-        f = lp_col(lp, GLP_CV, GLP_DB, 0, 1, 0);
+        f = lp_col(lp, false, 0, 1, 0);
         if (!optimal_is_fixed(o, s, x)) {
-            int r = lp_row(lp, GLP_UP, 0, 0);
+            int r = lp_row(lp, -DBL_MAX, 0);
 
             lp_nz(lp, r, f, 1);
             lp_nz(lp, r, cr[(size_t)s * nf + x], -1);
         }
         if (optimal_has_s(o, s + 1, i)) {
-            int r = lp_row(lp, GLP_UP, 0, 1);
+            int r = lp_row(lp, -DBL_MAX, 1);
 
             lp_nz(lp, r, f, 1);
             lp_nz(lp, r, cs[(size_t)(s + 1) * nf + i], 1);
@@ -126,7 +111,7 @@ static void lp_frees(const struct opt *o, struct lp *lp, const int *cr, const in
 
             if (j <= x || !optimal_has_r(o, s, j))
                 continue;
-            r = lp_row(lp, GLP_UP, 0, 1);
+            r = lp_row(lp, -DBL_MAX, 1);
             lp_nz(lp, r, f, 1);
             lp_nz(lp, r, cr[(size_t)s * nf + j], 1);
         }
@@ -148,10 +133,10 @@ static void lp_build(const struct opt *o, struct lp *lp, double budget, double u
 
             cr[at] = cs[at] = 0;
             if (optimal_has_r(o, s, i))
-                cr[at] = optimal_is_fixed(o, s, i) ? lp_col(lp, GLP_IV, GLP_FX, 1, 1, 0)
-                                          : lp_col(lp, GLP_IV, GLP_DB, 0, 1, o->t[i] / scale);
+                cr[at] = optimal_is_fixed(o, s, i) ? lp_col(lp, true, 1, 1, 0)
+                                          : lp_col(lp, true, 0, 1, o->t[i] / scale);
             if (optimal_has_s(o, s, i))
-                cs[at] = lp_col(lp, GLP_IV, GLP_DB, 0, 1, 0);
+                cs[at] = lp_col(lp, true, 0, 1, 0);
         }
     if (lp->oom)
         return;
@@ -166,7 +151,7 @@ static void lp_build(const struct opt *o, struct lp *lp, double budget, double u
                 continue;
             for (int32_t e = o->rd_at[j]; e < o->rd_at[j + 1]; e++) {
                 int32_t i = o->rd[e];
-                int row = lp_row(lp, GLP_UP, 0, 0);
+                int row = lp_row(lp, -DBL_MAX, 0);
 
                 REMAT_ASSERT(r[i]);
                 lp_nz(lp, row, r[j], 1);
@@ -177,7 +162,7 @@ static void lp_build(const struct opt *o, struct lp *lp, double budget, double u
         if (s >= nf)
             for (int32_t e = o->br_at[s - nf]; e < o->br_at[s - nf + 1]; e++) {
                 int32_t i = o->br[e];
-                int row = lp_row(lp, GLP_LO, 1, 0);
+                int row = lp_row(lp, 1, DBL_MAX);
 
                 REMAT_ASSERT(r[i]);
                 lp_nz(lp, row, r[i], 1);
@@ -189,7 +174,7 @@ static void lp_build(const struct opt *o, struct lp *lp, double budget, double u
 
             if (!sv[i])
                 continue;
-            row = lp_row(lp, GLP_UP, 0, 0);
+            row = lp_row(lp, -DBL_MAX, 0);
             REMAT_ASSERT(cr[(size_t)(s - 1) * nf + i]);
             lp_nz(lp, row, sv[i], 1);
             lp_nz(lp, row, cr[(size_t)(s - 1) * nf + i], -1);
@@ -204,8 +189,8 @@ static void lp_build(const struct opt *o, struct lp *lp, double budget, double u
             if (bwd ? s < nf : !r[x])
                 continue;
             cap = (budget - (double)optimal_grad_at(o, s, bwd)) / unit;
-            u = lp_col(lp, GLP_CV, GLP_UP, 0, cap, 0);
-            row = lp_row(lp, GLP_FX, 0, 0);
+            u = lp_col(lp, false, -DBL_MAX, cap, 0);
+            row = lp_row(lp, 0, 0);
             lp_nz(lp, row, u, 1);
             if (prev < 0) {
                 for (int32_t i = 0; i < nf; i++)
@@ -223,61 +208,76 @@ static void lp_build(const struct opt *o, struct lp *lp, double budget, double u
     }
 }
 
-struct cb_state {
-    const double *x;     /* the incumbent to hand over at the first heuristic call */
-    double bound;        /* the best lower bound on the overhead seen */
-    double t_end;
-};
-
-static void on_tree(glp_tree *tree, void *info)
+/* Fills x (columns from 1) with the solution in R and S, as CBC's first incumbent; the
+ * other columns keep what they hold (CBC computes the continuous ones). */
+static void to_columns(const struct opt *o, const int *cr, const int *cs, const bool *R,
+                       const bool *S, double *x)
 {
-    struct cb_state *cs = info;
-    int p;
+    size_t cells = (size_t)o->ns * (size_t)o->nf;
 
-    if (glp_ios_reason(tree) == GLP_IHEUR && cs->x) {
-        glp_ios_heur_sol(tree, cs->x);
-        cs->x = NULL;
+    for (size_t q = 0; q < cells; q++) {
+        if (cr[q])
+            x[cr[q]] = R[q];
+        if (cs[q])
+            x[cs[q]] = S[q];
     }
-    if (glp_ios_reason(tree) == GLP_ISELECT && (p = glp_ios_best_node(tree)) > 0 &&
-        glp_ios_node_bound(tree, p) > cs->bound)
-        cs->bound = glp_ios_node_bound(tree, p);
-    if (core_seconds() > cs->t_end)
-        glp_ios_terminate(tree);
 }
 
-/* The MILP of lp_build as a GLPK problem, scaled. */
-static glp_prob *lp_glpk(const struct lp *lp)
+/* R and S from the columns x (from 1), trimmed. */
+static void from_columns(const struct opt *o, const int *cr, const int *cs, const double *x,
+                         bool *R, bool *S)
 {
-    glp_prob *P = glp_create_prob();
+    size_t cells = (size_t)o->ns * (size_t)o->nf;
 
-    glp_set_obj_dir(P, GLP_MIN);
-    if (lp->cols.n)
-        glp_add_cols(P, (int)lp->cols.n);
-    if (lp->rows.n)
-        glp_add_rows(P, (int)lp->rows.n);
-    for (size_t j = 0; j < lp->cols.n; j++) {
-        const struct lp_col *c = VEC_AT(&lp->cols, struct lp_col, j);
-
-        glp_set_col_kind(P, (int)j + 1, c->kind);
-        glp_set_col_bnds(P, (int)j + 1, c->type, c->lb, c->ub);
-        glp_set_obj_coef(P, (int)j + 1, c->obj);
+    for (size_t q = 0; q < cells; q++) {
+        R[q] = cr[q] && x[cr[q]] > 0.5;
+        S[q] = cs[q] && x[cs[q]] > 0.5;
     }
-    for (size_t i = 0; i < lp->rows.n; i++) {
-        const struct lp_row *r = VEC_AT(&lp->rows, struct lp_row, i);
-
-        glp_set_row_bnds(P, (int)i + 1, r->type, r->lb, r->ub);
-    }
-    if (lp->ia.n > 1)
-        glp_load_matrix(P, (int)lp->ia.n - 1, lp->ia.data, lp->ja.data, lp->ar.data);
-    glp_scale_prob(P, GLP_SF_AUTO);
-    return P;
+    optimal_trim(o, R, S);
 }
 
-static int ms_left(double t_end)
+static remat_status no_fit(const struct best *b)
 {
-    double ms = (t_end - core_seconds()) * 1000;
+    return REMAT_FAIL(REMAT_ERR_INFEASIBLE, "optimal: no schedule fits the activation budget "
+                      "of %zu bytes", b->budget);
+}
 
-    return ms >= INT_MAX ? INT_MAX : ms > 1 ? (int)ms : 1;
+/* Branch and cut from b's best (when found); its outcome into R, S and *sv. */
+static remat_status branch(struct opt *o, struct best *b, const struct lp *lp, const int *cr,
+                           const int *cs, double t_end, double *x, bool *R, bool *S,
+                           struct solve *sv)
+{
+    double bound = -DBL_MAX;
+    bool found = false, oom = false;
+    enum lp_end end;
+
+    if (b->found)
+        to_columns(o, cr, cs, b->R, b->S, x);
+    end = optimal_branch(o, lp, b->found ? x : NULL, t_end, x, &found, &bound, &oom);
+    if (oom)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory solving the optimal MILP");
+    sv->bound = fmax(sv->bound, bound);
+    if (found) {
+        from_columns(o, cr, cs, x, R, S);
+        sv->found = true;
+        sv->proven = end == LP_DONE;
+        return REMAT_OK;
+    }
+    if (end == LP_INFEASIBLE || end == LP_DONE)
+        return no_fit(b);
+    if (end == LP_FAILED)
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "optimal: CBC gave up on the MILP "
+                          "(numerical trouble)");
+    return REMAT_OK; /* out of time: nothing found */
+}
+
+static void lp_fini(struct lp *lp)
+{
+    vec_fini(&lp->cols);
+    vec_fini(&lp->rows);
+    vec_fini(&lp->ia);
+    vec_fini(&lp->ja);
+    vec_fini(&lp->ar);
 }
 
 remat_status optimal_solve(struct opt *o, struct best *b, double budget, double unit,
@@ -286,13 +286,10 @@ remat_status optimal_solve(struct opt *o, struct best *b, double budget, double 
     size_t cells = (size_t)o->ns * (size_t)o->nf;
     int *cr = optimal_take(o, cells, sizeof *cr), *cs = optimal_take(o, cells, sizeof *cs);
     struct lp lp = {.oom = false};
-    struct cb_state cbs = {NULL, 0, t_end};
-    double *x = NULL, scale = o->fwd_cost > 0 ? o->fwd_cost : 1;
-    glp_prob *P = NULL;
-    glp_smcp smcp;
-    glp_iocp parm;
+    double *x = NULL, relax = 0, scale = o->fwd_cost > 0 ? o->fwd_cost : 1;
     remat_status st = REMAT_OK;
-    int ret, mst, term = -1;
+    bool oom = false;
+    enum lp_end end;
 
     *sv = (struct solve){false, false, -1};
     vec_init(&lp.cols, sizeof(struct lp_col), o->a);
@@ -300,87 +297,33 @@ remat_status optimal_solve(struct opt *o, struct best *b, double budget, double 
     vec_init(&lp.ia, sizeof(int), o->a);
     vec_init(&lp.ja, sizeof(int), o->a);
     vec_init(&lp.ar, sizeof(double), o->a);
-    if (!cr || !cs || !vec_push(&lp.ia) || !vec_push(&lp.ja) || !vec_push(&lp.ar)) {
-        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory building the optimal MILP");
-        goto out;
-    }
-    lp_build(o, &lp, budget, unit, cr, cs);
+    lp.oom = !cr || !cs || !vec_push(&lp.ia) || !vec_push(&lp.ja) || !vec_push(&lp.ar);
+    if (!lp.oom)
+        lp_build(o, &lp, budget, unit, cr, cs);
     x = lp.oom ? NULL : optimal_take(o, lp.cols.n, sizeof *x);
     if (!x) {
-        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory building the optimal MILP");
-        goto out;
+        lp_fini(&lp);
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory building the optimal MILP");
     }
-    term = glp_term_out(GLP_OFF); /* the library never prints */
-    P = lp_glpk(&lp);
-
-    /* The LP relaxation, by the dual simplex (much faster here than the primal). */
-    glp_init_smcp(&smcp);
-    smcp.msg_lev = GLP_MSG_OFF;
-    smcp.meth = GLP_DUALP;
-    smcp.tm_lim = ms_left(t_end);
-    ret = glp_simplex(P, &smcp);
-    if (ret == 0 && glp_get_status(P) == GLP_NOFEAS) {
-        st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "optimal: no schedule fits the activation "
-                        "budget of %zu bytes", b->budget);
+    if (core_seconds() >= t_end)
+        goto out; /* building took the time left: nothing found */
+    /* The LP relaxation: its bound, and its kept values rounded into solutions. */
+    end = optimal_relax(o, &lp, t_end, x, &relax, &oom);
+    if (oom)
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory solving the optimal MILP");
+    else if (end == LP_INFEASIBLE)
+        st = no_fit(b);
+    else if (end == LP_FAILED)
+        st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "optimal: Clp gave up on the LP relaxation "
+                        "(numerical trouble)");
+    if (st || end != LP_DONE) /* out of time: nothing found */
         goto out;
-    }
-    if (ret == GLP_ETMLIM || (ret == 0 && glp_get_status(P) != GLP_OPT))
-        goto out; /* out of time: nothing found */
-    if (ret != 0) {
-        st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "optimal: GLPK failed on the LP relaxation "
-                        "(glp_simplex returned %d)", ret);
-        goto out;
-    }
-    sv->bound = cbs.bound = glp_get_obj_val(P);
-    for (size_t q = 0; q < cells; q++) /* the relaxation's S, until x is the incumbent */
-        if (cs[q])
-            x[cs[q]] = glp_get_col_prim(P, cs[q]);
+    sv->bound = relax;
     optimal_round(o, b, cs, x);
     if (b->found && b->cost / scale <= sv->bound + 1e-9)
         goto out; /* the relaxation proves the heuristic optimal */
-    if (b->found) {
-        for (size_t q = 0; q < cells; q++) {
-            if (cr[q])
-                x[cr[q]] = b->R[q];
-            if (cs[q])
-                x[cs[q]] = b->S[q];
-        }
-        cbs.x = x; /* F and U stay 0: GLPK reads only the objective of a given solution */
-    }
-    glp_init_iocp(&parm);
-    parm.msg_lev = GLP_MSG_OFF;
-    parm.presolve = GLP_OFF;
-    parm.tm_lim = ms_left(t_end);
-    parm.fp_heur = b->found ? GLP_OFF : GLP_ON;
-    parm.cb_func = on_tree;
-    parm.cb_info = &cbs;
-    ret = glp_intopt(P, &parm);
-    mst = glp_mip_status(P);
-    if (mst == GLP_OPT || mst == GLP_FEAS) {
-        for (size_t q = 0; q < cells; q++) {
-            R[q] = cr[q] && glp_mip_col_val(P, cr[q]) > 0.5;
-            S[q] = cs[q] && glp_mip_col_val(P, cs[q]) > 0.5;
-        }
-        optimal_trim(o, R, S);
-        sv->found = true;
-        sv->proven = mst == GLP_OPT && ret == 0;
-        sv->bound = cbs.bound;
-    } else if (ret == 0 || ret == GLP_ENOPFS || mst == GLP_NOFEAS) {
-        st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "optimal: no schedule fits the activation "
-                        "budget of %zu bytes", b->budget);
-    } else if (ret != GLP_ETMLIM && ret != GLP_ESTOP) {
-        st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "optimal: GLPK failed on the MILP (glp_intopt "
-                        "returned %d)", ret);
-    }
+    st = branch(o, b, &lp, cr, cs, t_end, x, R, S, sv);
 out:
-    if (P)
-        glp_delete_prob(P);
-    if (term >= 0)
-        glp_term_out(term);
-    vec_fini(&lp.cols);
-    vec_fini(&lp.rows);
-    vec_fini(&lp.ia);
-    vec_fini(&lp.ja);
-    vec_fini(&lp.ar);
+    lp_fini(&lp);
     return st;
 }

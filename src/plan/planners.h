@@ -15,7 +15,7 @@ remat_status planner_other(const remat_tgraph *tg, const remat_plan_opts *o, siz
                            remat_schedule **out, remat_plan_info *info);
 /*
  * The Checkmate MILP (Jain et al., MLSys 2020) over the planners' graph, solved with
- * GLPK within time_limit seconds: the schedule of least recomputation cost whose
+ * CBC within time_limit seconds: the schedule of least recomputation cost whose
  * memory stays within budget (activation bytes). REMAT_ERR_UNSUPPORTED when the graph
  * is too large for it (the message says the limit), REMAT_ERR_INFEASIBLE when no
  * schedule fits. Fills info->optimality_gap (0 when proven optimal) and
