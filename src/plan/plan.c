@@ -105,16 +105,27 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
     if ((st = plan_dp_at(tg, &d, &ls, mc, *budget, &pg, &c, &res, out)))
         goto out;
     if (!res.feasible) {
-        size_t min_b = 0;
+        size_t min_b = 0, sim = SIZE_MAX;
 
-        if (!(st = kusumoto_min_budget(&d, &ls, &pg, &min_b)))
+        /* The DP's bound is looser than the simulator: its least-bound plan may still
+         * fit the budget when simulated, and then it is the plan (the budget fit would
+         * otherwise come back for it with a larger budget). */
+        if (!(st = kusumoto_min_budget(&d, &ls, &pg, &min_b)) &&
+            !(st = plan_dp_at(tg, &d, &ls, mc, min_b, &pg, &c, &res, out)) && res.feasible &&
+            !(st = planner_sim_peak(tg, *out, &sim)) && sim <= *budget)
+            goto fits;
+        remat_schedule_free(*out);
+        *out = NULL;
+        if (!st)
             st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan fits an activation budget of "
                             "%zu bytes; the smallest that fits is %zu bytes (%zu in total "
                             "with the resident bytes and workspace, %zu)",
-                            remat_strategy_name(o->strategy), *budget, min_b,
-                            min_b + fixed, fixed);
+                            remat_strategy_name(o->strategy), *budget,
+                            sim < min_b ? sim : min_b, (sim < min_b ? sim : min_b) + fixed,
+                            fixed);
         goto out;
     }
+fits:
     /*
      * The DP's bound counts each block's own gradients but not the gradients that later
      * blocks have already written into earlier ones (skip connections, views), so on
