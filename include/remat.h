@@ -115,7 +115,8 @@ typedef struct remat_allocator {
     X(LAYER_NORM, "layer_norm")                                                          \
     X(GELU, "gelu")                                                                      \
     X(MATMUL, "matmul")                                                                  \
-    X(SOFTMAX_LAST, "softmax_last")
+    X(SOFTMAX_LAST, "softmax_last")                                                      \
+    X(EMBEDDING, "embedding")
 
 typedef enum remat_op {
 #define REMAT_X_ENUM(e, s) REMAT_OP_##e,
@@ -154,7 +155,10 @@ const char *remat_op_name(remat_op op);
  *   softmax_last: causal; softmax over the last axis of a 2-d to 4-d input (attention's
  *       scores (..., S_q, S_k)); with causal, row i of each matrix (the last two axes)
  *       takes columns j <= i only, the others get 0 (PyTorch: masked_fill of the upper
- *       triangle with -inf, then softmax).
+ *       triangle with -inf, then softmax);
+ *   embedding: vocab, out_channels (the width D); input token ids (remat_graph_tokens)
+ *       of shape S, output S + (D): row id of the parameter table (vocab, D) per token
+ *       (PyTorch's nn.Embedding; its table starts with variance 1, uniform here).
  */
 typedef struct remat_attrs {
     int64_t out_channels;
@@ -164,6 +168,7 @@ typedef struct remat_attrs {
     bool approximate;           /* gelu: the tanh approximation instead of erf */
     bool trans_a, trans_b;      /* matmul: the last two axes of A (of B) transposed */
     bool causal;                /* softmax_last: row i of each matrix sees columns <= i */
+    int64_t vocab;              /* embedding: rows of its table (token ids 0 .. vocab - 1) */
     float eps, momentum, p;
     float clip_min, clip_max;   /* clip: both 0 means [0, 6] (ReLU6) */
     float alpha;                /* leaky_relu's negative slope; 0 means 0.01 */
@@ -190,6 +195,10 @@ void remat_graph_free(remat_graph *g);
  */
 int32_t remat_graph_input(remat_graph *g, const char *name, int ndim, const int64_t *shape);
 int32_t remat_graph_labels(remat_graph *g, const char *name, int64_t n);
+/* Integer token ids (int32) of 1 to 3 dimensions, an embedding's input. A trainer draws
+ * them from its seed in [0, vocab) (the labels argument of a step feeds class labels
+ * only). */
+int32_t remat_graph_tokens(remat_graph *g, const char *name, int ndim, const int64_t *shape);
 int32_t remat_graph_add(remat_graph *g, remat_op op, const int32_t *inputs, int n_inputs,
                         const remat_attrs *attrs, const char *name);
 /* Mark the value to minimise (shape (1)). */

@@ -99,6 +99,8 @@ static inline void tk_init(struct tk *t, remat_op type, int n_in, const struct s
     for (int i = 0; i < n_in; i++)
         ids[i] = type == REMAT_OP_SOFTMAX_CE && i == 1
                      ? remat_graph_labels(g, NULL, shapes[i].d[0])
+                 : type == REMAT_OP_EMBEDDING && i == 0
+                     ? remat_graph_tokens(g, NULL, shapes[i].ndim, shapes[i].d)
                      : remat_graph_input(g, NULL, shapes[i].ndim, shapes[i].d);
     out = remat_graph_add(g, type, ids, n_in, at, NULL);
     if (out < 0)
@@ -258,7 +260,7 @@ static inline remat_status tk_backward(const struct tk *t)
 }
 
 /* Gradient slot k: input k (< n_in), the weight (n_in) or the bias (n_in + 1). False
- * when the slot has no parameter or no gradient (softmax_ce's labels). */
+ * when the slot has no parameter or no gradient (softmax_ce's labels, token ids). */
 static inline bool tk_slot(struct tk *t, int k, struct ktensor **p, struct ktensor **g)
 {
     if (k < t->n_in) {
@@ -268,7 +270,8 @@ static inline bool tk_slot(struct tk *t, int k, struct ktensor **p, struct ktens
         *p = k == t->n_in ? &t->op.w : &t->op.b;
         *g = k == t->n_in ? &t->op.dw : &t->op.db;
     }
-    if (t->op.type == REMAT_OP_SOFTMAX_CE && k == 1)
+    if ((t->op.type == REMAT_OP_SOFTMAX_CE && k == 1) ||
+        (t->op.type == REMAT_OP_EMBEDDING && k == 0)) /* integers: no gradient */
         return false;
     return (*p)->data && (*g)->data;
 }

@@ -37,7 +37,7 @@ static const struct {
     AF(out_w, 'L'), AF(offset_h, 'i'), AF(offset_w, 'i'), AF(pad_t, 'i'), AF(pad_b, 'i'),
     AF(pad_l, 'i'), AF(pad_r, 'i'), AF(clip_min, 'f'), AF(clip_max, 'f'),
     AF(alpha, 'f'), AF(perm, 'P'), AF(approximate, 'b'), AF(trans_a, 'b'), AF(trans_b, 'b'),
-    AF(causal, 'b'),
+    AF(causal, 'b'), AF(vocab, 'L'),
 #undef AF
 };
 
@@ -198,8 +198,8 @@ static void run_op_case(const struct group *g)
     for (int i = 0; i < n_in; i++) {
         struct ktensor d = t.din[i];
 
-        if (type == REMAT_OP_SOFTMAX_CE && i == 1)
-            continue; /* labels */
+        if ((type == REMAT_OP_SOFTMAX_CE && i == 1) || (type == REMAT_OP_EMBEDDING && i == 0))
+            continue; /* labels, token ids: integers */
         if (view)
             d.data = t.op.dout.data; /* the executor shares the gradient buffer too */
         snprintf(key, sizeof key, "dx%d", i);

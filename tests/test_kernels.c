@@ -683,6 +683,37 @@ static void test_softmax_last_hand(void)
     tk_fini(&t);
 }
 
+/*
+ * Hand-worked embedding. Table W (3, 2) = [[1, 2], [3, 4], [5, 6]], ids [[1, 0], [2, 1]]:
+ * y = [[[3, 4], [1, 2]], [[5, 6], [3, 4]]]. Backward with dy = 1 and the table's gradient
+ * at 0.5: row 0 is used once (1.5), row 1 twice (2.5), row 2 once (1.5). An id of 3 is
+ * refused with its position.
+ */
+static void test_embedding_hand(void)
+{
+    struct shp s = S2(2, 2);
+    struct tk t;
+
+    tk_init(&t, REMAT_OP_EMBEDDING, 1, &s, &(remat_attrs){.vocab = 3, .out_channels = 2});
+    CHECK(t.op.w.ndim == 2 && t.op.w.shape[0] == 3 && t.op.w.shape[1] == 2,
+          "table shape %lldx%lld", (long long)t.op.w.shape[0], (long long)t.op.w.shape[1]);
+    set_vals(&t.op.w, (const float[]){1, 2, 3, 4, 5, 6});
+    memcpy(t.in[0].data, (const int32_t[]){1, 0, 2, 1}, 4 * sizeof(int32_t));
+    CHECK_OK(ref_forward(&t.op));
+    check_close("embedding y", t.op.out.data, (const double[]){3, 4, 1, 2, 5, 6, 3, 4}, 8, 0);
+    for (int i = 0; i < 8; i++)
+        t.op.dout.data[i] = 1;
+    for (int i = 0; i < 6; i++)
+        t.op.dw.data[i] = 0.5f;
+    CHECK_OK(ref_backward(&t.op));
+    check_close("embedding dW", t.op.dw.data, (const double[]){1.5, 1.5, 2.5, 2.5, 1.5, 1.5}, 6,
+                0);
+    ((int32_t *)t.in[0].data)[2] = 3;
+    CHECK(ref_forward(&t.op) == REMAT_ERR_ARG && strstr(remat_errmsg(), "token id 3 at position 2"),
+          "an id outside the table: %s", remat_errmsg());
+    tk_fini(&t);
+}
+
 static void test_misc_hand(void)
 {
     struct shp s3 = {3, {1, 2, 3, 0}}, s2 = S2(1, 3), m[2] = {S4(1, 2, 1, 2), S4(1, 2, 1, 1)};
@@ -830,6 +861,7 @@ int main(void)
     RUN(test_misc_hand);
     RUN(test_matmul_hand);
     RUN(test_softmax_last_hand);
+    RUN(test_embedding_hand);
     RUN(test_layer_norm_hand);
     RUN(test_gelu_hand);
     RUN(test_pool_hand);

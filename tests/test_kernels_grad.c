@@ -127,6 +127,22 @@ static void test_grad_matmul(void)
               TOL_SMOOTH, FD_RANDOM);
 }
 
+/* The embedding's table gradient against finite differences, ids drawn in [0, 5) with
+ * repeats (rows hit twice accumulate); linear in the table (TOL_LIN). */
+static void test_grad_embedding(void)
+{
+    struct shp s = {2, {3, 4, 0, 0}};
+    struct tk t;
+
+    rng_state = rng_seed;
+    tk_init(&t, REMAT_OP_EMBEDDING, 1, &s, &(remat_attrs){.vocab = 5, .out_channels = 3});
+    for (int i = 0; i < 12; i++)
+        ((int32_t *)t.in[0].data)[i] = (int32_t)(splitmix64() % 5);
+    fill_uniform(&t.op.w, -1, 1);
+    tk_grad_check(&t, "embedding", TOL_LIN, FD_RANDOM);
+    tk_fini(&t);
+}
+
 static void test_grad_norm_act(void)
 {
     struct shp x1 = S4(3, 2, 2, 3), x2 = S2(5, 3), x3 = S4(2, 3, 4, 5);
@@ -248,6 +264,7 @@ int main(void)
     RUN(test_grad_conv);
     RUN(test_grad_norm_act);
     RUN(test_grad_matmul);
+    RUN(test_grad_embedding);
     RUN(test_grad_pool);
     RUN(test_grad_elem);
     RUN(test_grad_loss);

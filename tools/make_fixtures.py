@@ -362,6 +362,10 @@ def op_cases():
                      [uni((2, 2, 4, 4), -3, 3)], {}, lambda xs, ps, _: causal_softmax(xs[0])))
     c.append(op_case("softmax_last causal 3x5", "softmax_last", {"causal": 1},
                      [uni((2, 3, 5), -3, 3)], {}, lambda xs, ps, _: causal_softmax(xs[0])))
+    c.append(op_case("embedding", "embedding", {"vocab": 7, "out_channels": 3},
+                     [torch.tensor([[1, 0, 6, 1], [3, 3, 2, 5]], dtype=torch.int32)],
+                     {"weight": uni((7, 3))},
+                     lambda xs, ps, _: F.embedding(xs[0].long(), ps["weight"])))
     return c
 
 # ------------------------------------------------------------------ models

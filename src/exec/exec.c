@@ -631,15 +631,22 @@ static void load_batch(remat_trainer *t, const float *const *inputs, const int32
             int32_t *lab = (int32_t *)t->vdata[v];
             int64_t classes = 2;
 
-            /* the number of classes: the logits of a softmax_ce reading these labels */
+            bool tokens = false;
+
+            /* the number of classes: the logits of a softmax_ce reading these labels, or
+             * the vocabulary of an embedding reading these token ids (drawn, always) */
             for (size_t o = 0; o < t->g->ops.n; o++) {
                 const struct gop *op = graph_op(t->g, (int32_t)o);
 
                 if (op->type == REMAT_OP_SOFTMAX_CE && op->in[1] == v)
                     classes = graph_value(t->g, op->in[0])->shape[1];
+                if (op->type == REMAT_OP_EMBEDDING && op->in[0] == v) {
+                    classes = op->at.vocab;
+                    tokens = true;
+                }
             }
             for (int64_t i = 0; i < n; i++)
-                lab[i] = labels ? labels[i]
+                lab[i] = labels && !tokens ? labels[i]
                                 : (int32_t)(kernel_uniform(mix(t->o.seed ^ 0x1b, (uint64_t)t->step),
                                                            (uint64_t)i) * (float)classes);
         }

@@ -67,7 +67,8 @@ remat_status params_setup(remat_trainer *t)
 
 /* PyTorch's defaults: convolution and linear weights and biases uniform in
  * ±1/sqrt(fan_in); batch norm gamma 1, beta 0, running mean 0, running variance 1;
- * layer norm gamma 1, beta 0. */
+ * layer norm gamma 1, beta 0; an embedding's table uniform in ±sqrt(3) (variance 1, as
+ * PyTorch's N(0, 1)). */
 void params_init(remat_trainer *t)
 {
     const remat_graph *g = t->g;
@@ -93,7 +94,8 @@ void params_init(remat_trainer *t)
             }
             w = graph_value(g, op->in[i - np + 1]); /* the weight */
             fan_in = graph_numel(w) / w->shape[0];
-            bound = 1.0f / sqrtf((float)fan_in);
+            bound = op->type == REMAT_OP_EMBEDDING ? sqrtf(3.0f) /* variance 1 */
+                                                   : 1.0f / sqrtf((float)fan_in);
             for (int64_t k = 0; k < n; k++)
                 t->vdata[v][k] = bound * (2 * kernel_uniform(t->o.seed * 1000003u + (uint64_t)v,
                                                              (uint64_t)k) - 1);

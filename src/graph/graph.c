@@ -119,6 +119,20 @@ int32_t remat_graph_labels(remat_graph *g, const char *name, int64_t n)
     return new_value(g, &v, name ? name : "labels", NULL);
 }
 
+int32_t remat_graph_tokens(remat_graph *g, const char *name, int ndim, const int64_t *shape)
+{
+    struct gvalue v = {.kind = VK_LABEL, .elem_bytes = 4, .producer = -1, .view_of = -1};
+
+    if (!g || g->err)
+        return -1;
+    if (ndim > 3 || !shape_ok(ndim, shape))
+        return fail(g, REMAT_FAIL(REMAT_ERR_ARG, "tokens '%s': a shape needs 1 to 3 positive "
+                                  "dimensions", name ? name : ""));
+    v.ndim = ndim;
+    memcpy(v.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    return new_value(g, &v, name ? name : "tokens", NULL);
+}
+
 static bool numel_ok(const struct gvalue *v)
 {
     return shape_ok(v->ndim, v->shape);
@@ -159,7 +173,8 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
     }
     for (int i = 0; i < n_inputs; i++) {
         const struct gvalue *v;
-        bool label_slot = type == REMAT_OP_SOFTMAX_CE && i == 1;
+        bool label_slot = (type == REMAT_OP_SOFTMAX_CE && i == 1) ||
+                          (type == REMAT_OP_EMBEDDING && i == 0);
 
         if (inputs[i] < 0 || (size_t)inputs[i] >= g->values.n) {
             s = REMAT_FAIL(REMAT_ERR_ARG, "op '%s' (%s): input %d is not a value (id %d)",

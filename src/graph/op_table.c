@@ -769,6 +769,8 @@ static const struct op_info table[] = {
                          graph_flops_matmul},
     [REMAT_OP_SOFTMAX_LAST] = {1, 1, false, false, BR_OUT, graph_infer_softmax_last,
                                graph_flops_softmax_last},
+    [REMAT_OP_EMBEDDING] = {1, 1, false, false, BR_IN0, graph_infer_embedding,
+                            graph_flops_embedding},
 };
 _Static_assert(REMAT_ARRAY_LEN(table) == REMAT_OP_COUNT, "op table matches REMAT_OPS");
 

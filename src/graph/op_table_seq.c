@@ -1,7 +1,8 @@
 /*
  * op_table_seq.c - shape inference and FLOPs of the ops that transformers add to the
  * convolutional set: layer normalization over the last axis, GELU, the batched
- * matrix product and the softmax over the last axis (causal mask optional). Their rows are in op_table.c's table; op_table.h declares them.
+ * matrix product, the softmax over the last axis (causal mask optional) and the
+ * embedding of token ids. Their rows are in op_table.c's table; op_table.h declares them.
  *
  * Layer norm on x of shape (..., D) treats x as R = numel / D rows of D values: each
  * row gets its own mean and inverse std, kept in aux as (2, R) (all the means, then all
@@ -151,4 +152,36 @@ double graph_flops_softmax_last(const struct gvalue *const *in, int n_in,
     (void)n_in;
     (void)at;
     return (backward ? 4.0 : 5.0) * (double)graph_numel(out);
+}
+
+remat_status graph_infer_embedding(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                                   struct gvalue *out, struct gvalue *aux, int *n_params,
+                                   struct gvalue *params, const char *name)
+{
+    const struct gvalue *ids = in[0];
+
+    (void)n_in;
+    (void)aux;
+    if (at->vocab <= 0 || at->out_channels <= 0)
+        return SHAPE_FAIL("needs a vocabulary and a width (vocab %lld, out_channels %lld)",
+                          name, (long long)at->vocab, (long long)at->out_channels);
+    if (ids->ndim > 3)
+        return SHAPE_FAIL("takes token ids of 1 to 3 dimensions, got %d-d", name, ids->ndim);
+    copy_shape(out, ids);
+    out->ndim = ids->ndim + 1;
+    out->shape[ids->ndim] = at->out_channels;
+    set_shape(&params[0], 2, at->vocab, at->out_channels, 0, 0); /* the table */
+    *n_params = 1;
+    return REMAT_OK;
+}
+
+/* A copy per output element forward, an add per element into the table backward. */
+double graph_flops_embedding(const struct gvalue *const *in, int n_in, const remat_attrs *at,
+                             const struct gvalue *out, bool backward)
+{
+    (void)in;
+    (void)n_in;
+    (void)at;
+    (void)backward;
+    return (double)graph_numel(out);
 }

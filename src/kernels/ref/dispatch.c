@@ -67,6 +67,8 @@ remat_status ref_forward(const struct kop *op)
         return ref_matmul_forward(op);
     case REMAT_OP_SOFTMAX_LAST:
         return ref_softmax_last_forward(op);
+    case REMAT_OP_EMBEDDING:
+        return ref_embedding_forward(op);
     case REMAT_OP_COUNT:
         break;
     }
@@ -134,6 +136,8 @@ remat_status ref_backward(const struct kop *op)
         return ref_matmul_backward(op);
     case REMAT_OP_SOFTMAX_LAST:
         return ref_softmax_last_backward(op);
+    case REMAT_OP_EMBEDDING:
+        return ref_embedding_backward(op);
     case REMAT_OP_COUNT:
         break;
     }

@@ -1,6 +1,8 @@
 /*
- * matmul.c - the attention core's reference kernels. The batched matrix product: y = A B
- * per batch, A (..., M, K),
+ * matmul.c - the transformer's reference kernels beside layer norm and GELU (seq.c).
+ * The embedding: row id of the table per token id (ids outside the table refused), its
+ * backward adding each token's gradient row into the table in token order. The batched
+ * matrix product: y = A B per batch, A (..., M, K),
  * B (..., K, N) or B (K, N) shared by every batch, either read transposed (its last two
  * axes swapped) when trans_a / trans_b say so. Every sum runs over k (or over the
  * batches and rows for a shared B's gradient) in index order in double: two runs give
@@ -11,6 +13,7 @@
 #include "kernels/ref/ref.h"
 
 #include <math.h>
+#include <string.h>
 
 /* The sizes of one product and the strides between batches. */
 struct mm {
@@ -171,6 +174,45 @@ remat_status ref_softmax_last_backward(const struct kop *op)
             dot += (double)ref_dy(&op->dout, r * n + j) * y[j];
         for (int64_t j = 0; j < n; j++)
             dx[r * n + j] += (float)((double)y[j] * ((double)ref_dy(&op->dout, r * n + j) - dot));
+    }
+    return REMAT_OK;
+}
+
+/* y[t, :] = W[id_t, :]; an id outside [0, vocab) is refused. */
+remat_status ref_embedding_forward(const struct kop *op)
+{
+    const int32_t *ids = (const int32_t *)op->in[0].data;
+    int64_t n = ktensor_numel(&op->in[0]), d = op->w.shape[1], v = op->w.shape[0];
+
+    for (int64_t t = 0; t < n; t++) {
+        if (ids[t] < 0 || ids[t] >= v)
+            return REMAT_FAIL(REMAT_ERR_ARG, "embedding: token id %d at position %lld is "
+                              "outside the vocabulary of %lld", (int)ids[t], (long long)t,
+                              (long long)v);
+        memcpy(op->out.data + t * d, op->w.data + (int64_t)ids[t] * d, sizeof(float) * (size_t)d);
+    }
+    return REMAT_OK;
+}
+
+/* dW[id_t, :] += dy[t, :], tokens in order (the same bits every run; no input gradient:
+ * ids are integers). */
+remat_status ref_embedding_backward(const struct kop *op)
+{
+    const int32_t *ids = (const int32_t *)op->in[0].data;
+    int64_t n = ktensor_numel(&op->in[0]), d = op->w.shape[1], v = op->w.shape[0];
+
+    if (!op->dw.data)
+        return REMAT_OK;
+    for (int64_t t = 0; t < n; t++) {
+        float *row;
+
+        if (ids[t] < 0 || ids[t] >= v)
+            return REMAT_FAIL(REMAT_ERR_ARG, "embedding: token id %d at position %lld is "
+                              "outside the vocabulary of %lld", (int)ids[t], (long long)t,
+                              (long long)v);
+        row = op->dw.data + (int64_t)ids[t] * d;
+        for (int64_t j = 0; j < d; j++)
+            row[j] += ref_dy(&op->dout, t * d + j);
     }
     return REMAT_OK;
 }

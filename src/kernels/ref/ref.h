@@ -96,5 +96,8 @@ remat_status ref_matmul_backward(const struct kop *op);
 /* matmul.c too: the softmax over the last axis, causal mask optional (reads y). */
 remat_status ref_softmax_last_forward(const struct kop *op);
 remat_status ref_softmax_last_backward(const struct kop *op);
+/* matmul.c too: the embedding of token ids (refuses an id outside the table). */
+remat_status ref_embedding_forward(const struct kop *op);
+remat_status ref_embedding_backward(const struct kop *op);
 
 #endif
