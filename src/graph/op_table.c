@@ -764,7 +764,7 @@ static const struct op_info table[] = {
     [REMAT_OP_TRANSPOSE] = {1, 1, false, false, 0, infer_transpose, flops_out},
     [REMAT_OP_LAYER_NORM] = {1, 1, false, true, BR_IN0 | BR_AUX, graph_infer_layer_norm,
                              graph_flops_layer_norm},
-    [REMAT_OP_GELU] = {1, 1, false, false, BR_IN0, graph_infer_gelu, graph_flops_gelu},
+    [REMAT_OP_GELU] = {1, 1, false, false, BR_IN0, infer_same, graph_flops_gelu},
     [REMAT_OP_MATMUL] = {2, 2, false, false, BR_IN0 | BR_IN1, graph_infer_matmul,
                          graph_flops_matmul},
     [REMAT_OP_SOFTMAX_LAST] = {1, 1, false, false, BR_OUT, graph_infer_softmax_last,

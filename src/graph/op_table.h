@@ -41,9 +41,6 @@ remat_status graph_infer_layer_norm(const struct gvalue *const *in, int n_in, re
                                     struct gvalue *params, const char *name);
 double graph_flops_layer_norm(const struct gvalue *const *in, int n_in, const remat_attrs *at,
                               const struct gvalue *out, bool backward);
-remat_status graph_infer_gelu(const struct gvalue *const *in, int n_in, remat_attrs *at,
-                              struct gvalue *out, struct gvalue *aux, int *n_params,
-                              struct gvalue *params, const char *name);
 double graph_flops_gelu(const struct gvalue *const *in, int n_in, const remat_attrs *at,
                         const struct gvalue *out, bool backward);
 remat_status graph_infer_matmul(const struct gvalue *const *in, int n_in, remat_attrs *at,

@@ -49,20 +49,6 @@ double graph_flops_layer_norm(const struct gvalue *const *in, int n_in, const re
     return (backward ? 13.0 : 8.0) * (double)graph_numel(out);
 }
 
-remat_status graph_infer_gelu(const struct gvalue *const *in, int n_in, remat_attrs *at,
-                              struct gvalue *out, struct gvalue *aux, int *n_params,
-                              struct gvalue *params, const char *name)
-{
-    (void)n_in;
-    (void)at;
-    (void)aux;
-    (void)n_params;
-    (void)params;
-    (void)name;
-    copy_shape(out, in[0]);
-    return REMAT_OK;
-}
-
 /* Per element, counting erf, tanh and exp as one each. Forward, the tanh form (the
  * larger): x^3 (2), the polynomial (2), the scale (1), tanh (1), 1 + t (1), times x / 2
  * (2): 9. Backward: Phi (or the tanh form's 0.5 (1 + t)) and the density term (about 9),
