@@ -116,7 +116,8 @@ typedef struct remat_allocator {
     X(GELU, "gelu")                                                                      \
     X(MATMUL, "matmul")                                                                  \
     X(SOFTMAX_LAST, "softmax_last")                                                      \
-    X(EMBEDDING, "embedding")
+    X(EMBEDDING, "embedding")                                                            \
+    X(TOKEN_CE, "token_ce")
 
 typedef enum remat_op {
 #define REMAT_X_ENUM(e, s) REMAT_OP_##e,
@@ -158,7 +159,12 @@ const char *remat_op_name(remat_op op);
  *       triangle with -inf, then softmax);
  *   embedding: vocab, out_channels (the width D); input token ids (remat_graph_tokens)
  *       of shape S, output S + (D): row id of the parameter table (vocab, D) per token
- *       (PyTorch's nn.Embedding; its table starts with variance 1, uniform here).
+ *       (PyTorch's nn.Embedding; its table starts with variance 1, uniform here);
+ *   token_ce: inputs (logits (..., V) of 2 or 3 dimensions, targets: token ids of the
+ *       logits' leading shape, remat_graph_tokens), output the mean over the targets
+ *       that are not negative of -log softmax(logits)[target], shape (1); a negative
+ *       target is ignored (PyTorch's cross_entropy with ignore_index), 0 when none
+ *       counts.
  */
 typedef struct remat_attrs {
     int64_t out_channels;
@@ -195,9 +201,9 @@ void remat_graph_free(remat_graph *g);
  */
 int32_t remat_graph_input(remat_graph *g, const char *name, int ndim, const int64_t *shape);
 int32_t remat_graph_labels(remat_graph *g, const char *name, int64_t n);
-/* Integer token ids (int32) of 1 to 3 dimensions, an embedding's input. A trainer draws
- * them from its seed in [0, vocab) (the labels argument of a step feeds class labels
- * only). */
+/* Integer token ids (int32) of 1 to 3 dimensions: an embedding's input or a token_ce's
+ * targets. A trainer draws them from its seed in [0, vocab) (the labels argument of a
+ * step feeds a softmax_ce's class labels only). */
 int32_t remat_graph_tokens(remat_graph *g, const char *name, int ndim, const int64_t *shape);
 int32_t remat_graph_add(remat_graph *g, remat_op op, const int32_t *inputs, int n_inputs,
                         const remat_attrs *attrs, const char *name);

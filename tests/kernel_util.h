@@ -99,7 +99,7 @@ static inline void tk_init(struct tk *t, remat_op type, int n_in, const struct s
     for (int i = 0; i < n_in; i++)
         ids[i] = type == REMAT_OP_SOFTMAX_CE && i == 1
                      ? remat_graph_labels(g, NULL, shapes[i].d[0])
-                 : type == REMAT_OP_EMBEDDING && i == 0
+                 : (type == REMAT_OP_EMBEDDING && i == 0) || (type == REMAT_OP_TOKEN_CE && i == 1)
                      ? remat_graph_tokens(g, NULL, shapes[i].ndim, shapes[i].d)
                      : remat_graph_input(g, NULL, shapes[i].ndim, shapes[i].d);
     out = remat_graph_add(g, type, ids, n_in, at, NULL);
@@ -270,7 +270,7 @@ static inline bool tk_slot(struct tk *t, int k, struct ktensor **p, struct ktens
         *p = k == t->n_in ? &t->op.w : &t->op.b;
         *g = k == t->n_in ? &t->op.dw : &t->op.db;
     }
-    if ((t->op.type == REMAT_OP_SOFTMAX_CE && k == 1) ||
+    if (((t->op.type == REMAT_OP_SOFTMAX_CE || t->op.type == REMAT_OP_TOKEN_CE) && k == 1) ||
         (t->op.type == REMAT_OP_EMBEDDING && k == 0)) /* integers: no gradient */
         return false;
     return (*p)->data && (*g)->data;

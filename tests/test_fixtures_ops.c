@@ -198,7 +198,8 @@ static void run_op_case(const struct group *g)
     for (int i = 0; i < n_in; i++) {
         struct ktensor d = t.din[i];
 
-        if ((type == REMAT_OP_SOFTMAX_CE && i == 1) || (type == REMAT_OP_EMBEDDING && i == 0))
+        if (((type == REMAT_OP_SOFTMAX_CE || type == REMAT_OP_TOKEN_CE) && i == 1) ||
+            (type == REMAT_OP_EMBEDDING && i == 0))
             continue; /* labels, token ids: integers */
         if (view)
             d.data = t.op.dout.data; /* the executor shares the gradient buffer too */

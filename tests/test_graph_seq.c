@@ -141,9 +141,41 @@ static void test_attention_shapes(void)
     remat_graph_free(g);
 }
 
+/* token_ce by hand: logits (2, 3, 5) and targets (2, 3) give a loss (1) and the
+ * probabilities (2, 3, 5) in aux; 5 * 30 = 150 FLOPs forward, 2 * 30 = 60 backward.
+ * Targets (2, 4) are refused: not the logits' leading shape. */
+static void test_token_ce_shapes(void)
+{
+    remat_graph *g = new_graph();
+    int32_t in[2], y;
+    double f0;
+
+    in[0] = remat_graph_input(g, "logits", 3, (int64_t[]){2, 3, 5});
+    in[1] = remat_graph_tokens(g, "next", 2, (int64_t[]){2, 3});
+    f0 = remat_graph_forward_flops(g);
+    y = remat_graph_add(g, REMAT_OP_TOKEN_CE, in, 2, NULL, "loss");
+    CHECK_SHAPE(g, y, 1, 1);
+    CHECK_SHAPE(g, y + 1, 3, 2, 3, 5);
+    CHECK(remat_graph_forward_flops(g) - f0 == 150.0 &&
+          graph_op(g, remat_graph_n_ops(g) - 1)->bwd_flops == 60.0,
+          "token_ce flops %g and %g, expected 150 and 60", remat_graph_forward_flops(g) - f0,
+          graph_op(g, remat_graph_n_ops(g) - 1)->bwd_flops);
+    CHECK_OK(remat_graph_status(g));
+    remat_graph_free(g);
+
+    g = new_graph();
+    in[0] = remat_graph_input(g, "logits", 3, (int64_t[]){2, 3, 5});
+    in[1] = remat_graph_tokens(g, "next", 2, (int64_t[]){2, 4});
+    CHECK_FAILED(g, remat_graph_add(g, REMAT_OP_TOKEN_CE, in, 2, NULL, "ce_bad"),
+                 REMAT_ERR_SHAPE, "ce_bad");
+    CHECK(strstr(remat_errmsg(), "leading shape") != NULL, "message '%s'", remat_errmsg());
+    remat_graph_free(g);
+}
+
 int main(void)
 {
     RUN(test_seq_shapes);
     RUN(test_attention_shapes);
+    RUN(test_token_ce_shapes);
     return harness_end();
 }

@@ -143,6 +143,26 @@ static void test_grad_embedding(void)
     tk_fini(&t);
 }
 
+/* token_ce's logits gradient against finite differences: (2, 3, 4) logits, targets
+ * drawn in [0, 4) with two ignored (-1), dout 1 and random. */
+static void test_grad_token_ce(void)
+{
+    struct shp s[2] = {{3, {2, 3, 4, 0}}, S2(2, 3)};
+    static const enum fd_dout modes[] = {FD_NULL, FD_RANDOM};
+    struct tk t;
+
+    rng_state = rng_seed;
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        tk_init(&t, REMAT_OP_TOKEN_CE, 2, s, NULL);
+        fill_uniform(&t.in[0], -2, 2);
+        for (int i = 0; i < 6; i++)
+            ((int32_t *)t.in[1].data)[i] = i == 1 || i == 5 ? -1 : (int32_t)(splitmix64() % 4);
+        tk_grad_check(&t, m ? "token_ce dout random" : "token_ce dout NULL", TOL_SMOOTH,
+                      modes[m]);
+        tk_fini(&t);
+    }
+}
+
 static void test_grad_norm_act(void)
 {
     struct shp x1 = S4(3, 2, 2, 3), x2 = S2(5, 3), x3 = S4(2, 3, 4, 5);
@@ -265,6 +285,7 @@ int main(void)
     RUN(test_grad_norm_act);
     RUN(test_grad_matmul);
     RUN(test_grad_embedding);
+    RUN(test_grad_token_ce);
     RUN(test_grad_pool);
     RUN(test_grad_elem);
     RUN(test_grad_loss);

@@ -221,6 +221,35 @@ static void test_embedding_hand(void)
     tk_fini(&t);
 }
 
+/*
+ * Hand-worked token_ce: logits (1, 2, 2) = [[0, 0], [3, 1]], targets [1, -1]. Row 0
+ * counts: -log softmax([0, 0])[1] = log 2 = 0.6931472; row 1 is ignored, so the loss is
+ * log 2 (the mean over one row). Backward with dout NULL: row 0 gets p - onehot =
+ * (0.5, -0.5) over one counted row, row 1 nothing. Every target ignored: loss 0.
+ */
+static void test_token_ce_hand(void)
+{
+    struct shp s[2] = {{3, {1, 2, 2, 0}}, S2(1, 2)};
+    struct tk t;
+
+    tk_init(&t, REMAT_OP_TOKEN_CE, 2, s, NULL);
+    set_vals(&t.in[0], (const float[]){0, 0, 3, 1});
+    memcpy(t.in[1].data, (const int32_t[]){1, -1}, 2 * sizeof(int32_t));
+    CHECK_OK(ref_forward(&t.op));
+    check_close("token_ce loss", t.op.out.data, (const double[]){0.6931472}, 1, HAND_TOL);
+    free(t.op.dout.data);
+    t.op.dout.data = NULL; /* the constant 1 */
+    CHECK_OK(ref_backward(&t.op));
+    check_close("token_ce dx", t.din[0].data, (const double[]){0.5, -0.5, 0, 0}, 4, HAND_TOL);
+    memcpy(t.in[1].data, (const int32_t[]){-1, -1}, 2 * sizeof(int32_t));
+    CHECK_OK(ref_forward(&t.op));
+    check_close("token_ce all ignored", t.op.out.data, (const double[]){0}, 1, 0);
+    ((int32_t *)t.in[1].data)[0] = 2;
+    CHECK(ref_forward(&t.op) == REMAT_ERR_ARG && strstr(remat_errmsg(), "label 2 of position 0"),
+          "a target outside the vocabulary: %s", remat_errmsg());
+    tk_fini(&t);
+}
+
 int main(void)
 {
     (void)rng_seed; /* no draws here: every value is written out */
@@ -229,5 +258,6 @@ int main(void)
     RUN(test_matmul_hand);
     RUN(test_softmax_last_hand);
     RUN(test_embedding_hand);
+    RUN(test_token_ce_hand);
     return harness_end();
 }

@@ -557,15 +557,15 @@ out:
  * tokens (2, 8) -> embedding (vocab 11, width 6) -> layer_norm -> scores Q K^T (with
  * Q = K = V = the normalized embeddings, 1/sqrt(6) folded into nothing: the op is what is
  * tested) -> causal softmax_last -> P V -> gelu -> matmul by a (6, 11) head (a shared B:
- * a parameter-like input) -> reshape (16, 11) -> softmax_ce. Integer ids flow through the
- * graph and the trainer (drawn from the seed, within the vocabulary); every strategy that
- * plans it trains three steps to the bits of none on the reference backend, and the loss
- * falls over ten steps of none.
+ * a parameter-like input) -> token_ce against next-token ids. Integer ids and targets
+ * flow through the graph and the trainer (drawn from the seed, within the vocabulary);
+ * every strategy that plans it trains three steps to the bits of none on the reference
+ * backend, and the loss falls over ten steps of none.
  */
 static remat_graph *tiny_lm(void)
 {
     remat_graph *g = NULL;
-    int32_t ids, e, n, s, p, a, h, head, y, r, lab, in[2];
+    int32_t ids, e, n, s, p, a, h, head, y, lab, in[2];
 
     REMAT_ASSERT_TEST(remat_graph_new(NULL, &g) == REMAT_OK);
     ids = remat_graph_tokens(g, "ids", 2, (int64_t[]){2, 8});
@@ -583,12 +583,10 @@ static remat_graph *tiny_lm(void)
     in[0] = h;
     in[1] = head;
     y = remat_graph_add(g, REMAT_OP_MATMUL, in, 2, NULL, "logits3");
-    r = remat_graph_add(g, REMAT_OP_RESHAPE, &y, 1,
-                        &(remat_attrs){.ndim = 2, .shape = {16, 11}}, "logits");
-    lab = remat_graph_labels(g, "next", 16);
-    in[0] = r;
+    lab = remat_graph_tokens(g, "next", 2, (int64_t[]){2, 8});
+    in[0] = y;
     in[1] = lab;
-    remat_graph_set_loss(g, remat_graph_add(g, REMAT_OP_SOFTMAX_CE, in, 2, NULL, "loss"));
+    remat_graph_set_loss(g, remat_graph_add(g, REMAT_OP_TOKEN_CE, in, 2, NULL, "loss"));
     CHECK(remat_graph_status(g) == REMAT_OK, "tiny_lm: %s", remat_errmsg());
     return g;
 }

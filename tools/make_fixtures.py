@@ -366,6 +366,12 @@ def op_cases():
                      [torch.tensor([[1, 0, 6, 1], [3, 3, 2, 5]], dtype=torch.int32)],
                      {"weight": uni((7, 3))},
                      lambda xs, ps, _: F.embedding(xs[0].long(), ps["weight"])))
+    c.append(op_case("token_ce, one target ignored each", "token_ce", {},
+                     [uni((2, 3, 5), -2, 2),
+                      torch.tensor([[1, -1, 4], [0, 2, -1]], dtype=torch.int32)], {},
+                     lambda xs, ps, _: F.cross_entropy(xs[0].reshape(-1, 5),
+                                                       xs[1].reshape(-1).long(),
+                                                       ignore_index=-1).reshape(1)))
     return c
 
 # ------------------------------------------------------------------ models

@@ -644,6 +644,12 @@ static void load_batch(remat_trainer *t, const float *const *inputs, const int32
                     classes = op->at.vocab;
                     tokens = true;
                 }
+                if (op->type == REMAT_OP_TOKEN_CE && op->in[1] == v) {
+                    const struct gvalue *x = graph_value(t->g, op->in[0]);
+
+                    classes = x->shape[x->ndim - 1];
+                    tokens = true;
+                }
             }
             for (int64_t i = 0; i < n; i++)
                 lab[i] = labels && !tokens ? labels[i]

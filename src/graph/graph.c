@@ -173,8 +173,8 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
     }
     for (int i = 0; i < n_inputs; i++) {
         const struct gvalue *v;
-        bool label_slot = (type == REMAT_OP_SOFTMAX_CE && i == 1) ||
-                          (type == REMAT_OP_EMBEDDING && i == 0);
+        bool label_slot = ((type == REMAT_OP_SOFTMAX_CE || type == REMAT_OP_TOKEN_CE) &&
+                           i == 1) || (type == REMAT_OP_EMBEDDING && i == 0);
 
         if (inputs[i] < 0 || (size_t)inputs[i] >= g->values.n) {
             s = REMAT_FAIL(REMAT_ERR_ARG, "op '%s' (%s): input %d is not a value (id %d)",

@@ -771,6 +771,8 @@ static const struct op_info table[] = {
                                graph_flops_softmax_last},
     [REMAT_OP_EMBEDDING] = {1, 1, false, false, BR_IN0, graph_infer_embedding,
                             graph_flops_embedding},
+    [REMAT_OP_TOKEN_CE] = {2, 2, false, true, BR_IN1 | BR_AUX, graph_infer_token_ce,
+                           graph_flops_token_ce},
 };
 _Static_assert(REMAT_ARRAY_LEN(table) == REMAT_OP_COUNT, "op table matches REMAT_OPS");
 

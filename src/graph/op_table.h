@@ -58,5 +58,10 @@ remat_status graph_infer_embedding(const struct gvalue *const *in, int n_in, rem
                                    struct gvalue *params, const char *name);
 double graph_flops_embedding(const struct gvalue *const *in, int n_in, const remat_attrs *at,
                              const struct gvalue *out, bool backward);
+remat_status graph_infer_token_ce(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                                  struct gvalue *out, struct gvalue *aux, int *n_params,
+                                  struct gvalue *params, const char *name);
+double graph_flops_token_ce(const struct gvalue *const *in, int n_in, const remat_attrs *at,
+                            const struct gvalue *out, bool backward);
 
 #endif

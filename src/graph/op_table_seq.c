@@ -1,8 +1,8 @@
 /*
  * op_table_seq.c - shape inference and FLOPs of the ops that transformers add to the
  * convolutional set: layer normalization over the last axis, GELU, the batched
- * matrix product, the softmax over the last axis (causal mask optional) and the
- * embedding of token ids. Their rows are in op_table.c's table; op_table.h declares them.
+ * matrix product, the softmax over the last axis (causal mask optional), the
+ * embedding of token ids and the token-level cross-entropy. Their rows are in op_table.c's table; op_table.h declares them.
  *
  * Layer norm on x of shape (..., D) treats x as R = numel / D rows of D values: each
  * row gets its own mean and inverse std, kept in aux as (2, R) (all the means, then all
@@ -10,6 +10,8 @@
  * row (PyTorch's nn.LayerNorm(D)).
  */
 #include "graph/op_table.h"
+
+#include <string.h>
 
 remat_status graph_infer_layer_norm(const struct gvalue *const *in, int n_in, remat_attrs *at,
                                     struct gvalue *out, struct gvalue *aux, int *n_params,
@@ -170,4 +172,37 @@ double graph_flops_embedding(const struct gvalue *const *in, int n_in, const rem
     (void)at;
     (void)backward;
     return (double)graph_numel(out);
+}
+
+remat_status graph_infer_token_ce(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                                  struct gvalue *out, struct gvalue *aux, int *n_params,
+                                  struct gvalue *params, const char *name)
+{
+    const struct gvalue *x = in[0], *y = in[1];
+
+    (void)n_in;
+    (void)at;
+    (void)n_params;
+    (void)params;
+    if (x->ndim < 2 || x->ndim > 3)
+        return SHAPE_FAIL("expects logits (..., V) of 2 or 3 dimensions, got %d-d", name,
+                          x->ndim);
+    if (y->ndim != x->ndim - 1 || memcmp(y->shape, x->shape, sizeof(int64_t) * (size_t)y->ndim))
+        return SHAPE_FAIL("its targets must have the logits' leading shape", name);
+    set_shape(out, 1, 1, 0, 0, 0);
+    copy_shape(aux, x); /* the probabilities */
+    return REMAT_OK;
+}
+
+/* As softmax_ce: the row max, exp, sum and log, about 5 an element forward; p - onehot
+ * scaled, 2 backward. */
+double graph_flops_token_ce(const struct gvalue *const *in, int n_in, const remat_attrs *at,
+                            const struct gvalue *out, bool backward)
+{
+    double n = (double)graph_numel(in[0]);
+
+    (void)n_in;
+    (void)at;
+    (void)out;
+    return backward ? 2 * n : 5 * n;
 }

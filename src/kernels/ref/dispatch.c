@@ -45,6 +45,8 @@ remat_status ref_forward(const struct kop *op)
         return ref_pad_forward(op);
     case REMAT_OP_SOFTMAX_CE:
         return ref_softmax_ce_forward(op);
+    case REMAT_OP_TOKEN_CE:
+        return ref_token_ce_forward(op);
     case REMAT_OP_SUM_LOSSES:
         return ref_sum_losses_forward(op);
     case REMAT_OP_CLIP:
@@ -114,6 +116,8 @@ remat_status ref_backward(const struct kop *op)
         return ref_pad_backward(op);
     case REMAT_OP_SOFTMAX_CE:
         return ref_softmax_ce_backward(op);
+    case REMAT_OP_TOKEN_CE:
+        return ref_token_ce_backward(op);
     case REMAT_OP_SUM_LOSSES:
         return ref_sum_losses_backward(op);
     case REMAT_OP_CLIP:

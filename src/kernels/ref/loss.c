@@ -4,6 +4,9 @@
  * softmax_ce: logits (N, K) in in[0], labels in in[1] (N int32 values in the float
  * buffer), output the mean over the batch of -log softmax(x_n)[label_n], a (1) tensor;
  * aux keeps the (N, K) probabilities, which with the labels are all its backward reads.
+ * token_ce: the same over logits (..., V) and int32 targets of the leading shape (a
+ * language model's next tokens), a negative target ignored (PyTorch's ignore_index),
+ * the mean over the targets that count (0 when none does).
  * Each row subtracts its maximum before exponentiating; sums are doubles in increasing
  * k, then n.
  */
@@ -11,72 +14,128 @@
 
 #include <math.h>
 
-/* Label n, or a failure when it is not a class in [0, k). */
-static remat_status label_at(const struct kop *op, int64_t n, int64_t k, int32_t *out)
+/* Label n: a class in [0, k), or with tokens a negative id (ignored: -1 into *out);
+ * else a failure naming the op. */
+static remat_status label_at(const struct kop *op, int64_t n, int64_t k, bool tokens,
+                             int32_t *out)
 {
     const int32_t *labels = (const int32_t *)op->in[1].data;
 
     *out = labels[n];
+    if (tokens && *out < 0) {
+        *out = -1;
+        return REMAT_OK;
+    }
     if (*out < 0 || *out >= k)
-        return REMAT_FAIL(REMAT_ERR_ARG, "softmax_ce: label %d of sample %lld is not a "
-                          "class in [0, %lld)", (int)*out, (long long)n, (long long)k);
+        return REMAT_FAIL(REMAT_ERR_ARG, "%s: label %d of %s %lld is not a class in [0, %lld)",
+                          tokens ? "token_ce" : "softmax_ce", (int)*out,
+                          tokens ? "position" : "sample", (long long)n, (long long)k);
     return REMAT_OK;
 }
 
-/* softmax_ce forward: out[0] = mean_n (log sum_k exp(x[n,k] - m_n) - (x[n,y_n] - m_n)),
- * aux = softmax(x). REMAT_ERR_ARG for a label outside [0, K). */
-remat_status ref_softmax_ce_forward(const struct kop *op)
+/* The rows (every axis but the last) and the classes (the last). */
+static void ce_geom(const struct ktensor *x, int64_t *rows, int64_t *k)
 {
-    /* x: (N, K); labels: int32 (N); aux: (N, K); y: (1) */
-    const float *x = op->in[0].data;
-    float *prob = op->aux.data;
-    int64_t nb = op->in[0].shape[0], k = op->in[0].shape[1];
-    double total = 0;
+    *k = x->shape[x->ndim - 1];
+    *rows = ktensor_numel(x) / *k;
+}
 
-    REMAT_ASSERT(op->in[0].ndim == 2 && ktensor_numel(&op->in[1]) == nb);
-    for (int64_t n = 0; n < nb; n++) {
-        const float *row = x + n * k;
-        double mx = row[0], sum = 0, lse;
+/* The rows whose label counts (all of them but the ignored tokens); REMAT_ERR_ARG for
+ * a bad label. */
+static remat_status ce_count(const struct kop *op, int64_t rows, int64_t k, bool tokens,
+                             int64_t *count)
+{
+    *count = 0;
+    for (int64_t n = 0; n < rows; n++) {
         int32_t lab;
-        remat_status s = label_at(op, n, k, &lab);
+        remat_status s = label_at(op, n, k, tokens, &lab);
 
         if (s)
             return s;
+        *count += lab >= 0;
+    }
+    return REMAT_OK;
+}
+
+/* Forward of both: out[0] = mean over the counted rows of
+ * log sum_k exp(x[n,k] - m_n) - (x[n,y_n] - m_n) (0 when none counts), aux = softmax(x). */
+static remat_status ce_forward(const struct kop *op, bool tokens)
+{
+    const float *x = op->in[0].data;
+    float *prob = op->aux.data;
+    int64_t rows, k, count;
+    double total = 0;
+    remat_status s;
+
+    ce_geom(&op->in[0], &rows, &k);
+    REMAT_ASSERT(ktensor_numel(&op->in[1]) == rows);
+    if ((s = ce_count(op, rows, k, tokens, &count)))
+        return s;
+    for (int64_t n = 0; n < rows; n++) {
+        const float *row = x + n * k;
+        double mx = row[0], sum = 0;
+        int32_t lab;
+
+        label_at(op, n, k, tokens, &lab);
         for (int64_t j = 1; j < k; j++)
             mx = row[j] > mx ? row[j] : mx;
         for (int64_t j = 0; j < k; j++)
             sum += exp((double)row[j] - mx);
-        lse = log(sum);
         for (int64_t j = 0; j < k; j++)
             prob[n * k + j] = (float)(exp((double)row[j] - mx) / sum);
-        total += lse - ((double)row[lab] - mx);
+        if (lab >= 0)
+            total += log(sum) - ((double)row[lab] - mx);
     }
-    op->out.data[0] = (float)(total / (double)nb);
+    op->out.data[0] = count ? (float)(total / (double)count) : 0.0f;
     return REMAT_OK;
 }
 
-/* softmax_ce backward: dx[n, k] += (p[n, k] - [k == y_n]) * g / N with g = dout[0]
- * (1 when dout is NULL). Reads aux and the labels only. */
-remat_status ref_softmax_ce_backward(const struct kop *op)
+/* Backward of both: dx[n, k] += (p[n, k] - [k == y_n]) * g / count for the counted rows
+ * (g = dout[0], 1 when dout is NULL); nothing for the ignored. Reads aux and the labels. */
+static remat_status ce_backward(const struct kop *op, bool tokens)
 {
-    /* aux: (N, K); labels: int32 (N); dx: (N, K) */
     const float *prob = op->aux.data;
     float *dx = op->din[0].data;
-    int64_t nb = op->aux.shape[0], k = op->aux.shape[1];
-    double g = ref_dy(&op->dout, 0) / (double)nb;
+    int64_t rows, k, count;
+    double g;
+    remat_status s;
 
     if (!dx)
         return REMAT_OK;
-    for (int64_t n = 0; n < nb; n++) {
+    ce_geom(&op->aux, &rows, &k);
+    if ((s = ce_count(op, rows, k, tokens, &count)) || !count)
+        return s;
+    g = ref_dy(&op->dout, 0) / (double)count;
+    for (int64_t n = 0; n < rows; n++) {
         int32_t lab;
-        remat_status s = label_at(op, n, k, &lab);
 
-        if (s)
-            return s;
-        for (int64_t j = 0; j < k; j++)
+        label_at(op, n, k, tokens, &lab);
+        for (int64_t j = 0; lab >= 0 && j < k; j++)
             dx[n * k + j] += (float)(((double)prob[n * k + j] - (j == lab)) * g);
     }
     return REMAT_OK;
+}
+
+/* softmax_ce: logits (N, K), labels (N), every label a class. */
+remat_status ref_softmax_ce_forward(const struct kop *op)
+{
+    return ce_forward(op, false);
+}
+
+remat_status ref_softmax_ce_backward(const struct kop *op)
+{
+    return ce_backward(op, false);
+}
+
+/* token_ce: logits (..., V), token targets of the leading shape, negative ones ignored. */
+remat_status ref_token_ce_forward(const struct kop *op)
+{
+    return ce_forward(op, true);
+}
+
+remat_status ref_token_ce_backward(const struct kop *op)
+{
+    return ce_backward(op, true);
 }
 
 /* sum_losses forward: out[0] = in[0][0] + in[1][0] + ... (double). */

@@ -81,6 +81,8 @@ remat_status ref_linear_backward(const struct kop *op);
 /* loss.c: softmax cross-entropy (mean over the batch), sum of losses. */
 remat_status ref_softmax_ce_forward(const struct kop *op);
 remat_status ref_softmax_ce_backward(const struct kop *op);
+remat_status ref_token_ce_forward(const struct kop *op);
+remat_status ref_token_ce_backward(const struct kop *op);
 remat_status ref_sum_losses_forward(const struct kop *op);
 remat_status ref_sum_losses_backward(const struct kop *op);
 
