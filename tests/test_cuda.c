@@ -79,6 +79,21 @@ static void share_floats(float **p, int64_t n)
     *p = t.data;
 }
 
+/* Moves every tensor of t (inputs, their gradients, the output and its gradient, aux, the
+ * parameters and theirs) into shared memory; unshare releases them. */
+static void share_tk(struct tk *t)
+{
+    struct ktensor *all[] = {&t->op.out, &t->op.dout, &t->op.aux, &t->op.w, &t->op.dw,
+                             &t->op.b, &t->op.db};
+
+    for (int i = 0; i < t->n_in; i++) {
+        share(&t->in[i], 4);
+        share(&t->din[i], 4);
+    }
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        share(all[i], 4);
+}
+
 /* Releases what share moved; the rest as tk_fini. */
 static void unshare(struct tk *t)
 {
@@ -159,17 +174,7 @@ static void op_case(const char *name, remat_op type, int n_in, const struct shp 
     fill_uniform(&t.op.dout, -1, 1);
     t.op.key = 0x5eedull;
     t.op.update_stats = true;
-    for (int i = 0; i < n_in; i++) {
-        share(&t.in[i], 4);
-        share(&t.din[i], 4);
-    }
-    share(&t.op.out, 4);
-    share(&t.op.dout, 4);
-    share(&t.op.aux, 4);
-    share(&t.op.w, 4);
-    share(&t.op.dw, 4);
-    share(&t.op.b, 4);
-    share(&t.op.db, 4);
+    share_tk(&t);
     if (t.op.running_mean) {
         share_floats(&t.op.running_mean, t.op.w.shape[0]);
         share_floats(&t.op.running_var, t.op.w.shape[0]);
@@ -331,15 +336,7 @@ static void same_bits_twice(const char *name, remat_op type, const struct shp *s
         fill_uniform(&t.op.w, -1, 1);
     if (t.op.b.data)
         fill_uniform(&t.op.b, -1, 1);
-    share(&t.in[0], 4);
-    share(&t.din[0], 4);
-    share(&t.op.out, 4);
-    share(&t.op.dout, 4);
-    share(&t.op.aux, 4);
-    share(&t.op.w, 4);
-    share(&t.op.dw, 4);
-    share(&t.op.b, 4);
-    share(&t.op.db, 4);
+    share_tk(&t);
     a = run_bits(&t, &na);
     b = run_bits(&t, &nb);
     CHECK(na == nb && !memcmp(a, b, sizeof(float) * (size_t)na), "%s: two runs differ", name);
