@@ -152,9 +152,12 @@ const char *remat_op_name(remat_op op);
  *   matmul: trans_a, trans_b; inputs A (..., M, K) and B (..., K, N) of 2 to 4
  *       dimensions with equal leading (batch) axes, or B 2-d (K, N) shared by every
  *       batch; output (..., M, N), each batch's A B (A^T, B^T where asked: torch.matmul
- *       on a.transpose(-2, -1) and the like);
- *   softmax_last: causal; softmax over the last axis of a 2-d to 4-d input (attention's
- *       scores (..., S_q, S_k)); with causal, row i of each matrix (the last two axes)
+ *       on a.transpose(-2, -1) and the like); B may be another op's 2-d parameter
+ *       (remat_graph_param: tied weights, such as a language model's output layer
+ *       reading its input embedding's table), whose gradient then gets both ops' sums;
+ *   softmax_last: causal, scale; softmax over the last axis of a 2-d to 4-d input of
+ *       scale times the input (attention's scaled scores (..., S_q, S_k); scale 0 means
+ *       1); with causal, row i of each matrix (the last two axes)
  *       takes columns j <= i only, the others get 0 (PyTorch: masked_fill of the upper
  *       triangle with -inf, then softmax);
  *   embedding: vocab, out_channels (the width D); input token ids (remat_graph_tokens)
@@ -174,6 +177,7 @@ typedef struct remat_attrs {
     bool approximate;           /* gelu: the tanh approximation instead of erf */
     bool trans_a, trans_b;      /* matmul: the last two axes of A (of B) transposed */
     bool causal;                /* softmax_last: row i of each matrix sees columns <= i */
+    float scale;                /* softmax_last: multiplies the input first; 0 means 1 */
     int64_t vocab;              /* embedding: rows of its table (token ids 0 .. vocab - 1) */
     float eps, momentum, p;
     float clip_min, clip_max;   /* clip: both 0 means [0, 6] (ReLU6) */
@@ -205,8 +209,16 @@ int32_t remat_graph_labels(remat_graph *g, const char *name, int64_t n);
  * targets. A trainer draws them from its seed in [0, vocab) (the labels argument of a
  * step feeds a softmax_ce's class labels only). */
 int32_t remat_graph_tokens(remat_graph *g, const char *name, int ndim, const int64_t *shape);
+/* Token positions: int32 values like tokens, holding 0, 1, .., n-1 along the last axis
+ * (n its size) in every row; a trainer fills them itself (a position embedding's ids). */
+int32_t remat_graph_positions(remat_graph *g, const char *name, int ndim,
+                              const int64_t *shape);
 int32_t remat_graph_add(remat_graph *g, remat_op op, const int32_t *inputs, int n_inputs,
                         const remat_attrs *attrs, const char *name);
+/* The k-th parameter (0: weight or gamma or table, 1: bias or beta) of the op that
+ * produced value, as a value id that a matmul may read as its B (tied weights); -1 when
+ * that op has no such parameter. */
+int32_t remat_graph_param(const remat_graph *g, int32_t value, int k);
 /* Mark the value to minimise (shape (1)). */
 remat_status remat_graph_set_loss(remat_graph *g, int32_t value);
 remat_status remat_graph_status(const remat_graph *g);
@@ -227,6 +239,12 @@ typedef struct remat_zoo_opts {
     int64_t classes;        /* 0: the model's usual number of classes */
     int aux;                /* GoogLeNet auxiliary classifiers: 0 default (on), 1 on, -1 off */
     int64_t base_channels;  /* U-Net's first-level channels (0: 64; each level doubles) */
+    /* Transformers (gpt2, bert-base; 0: the model's default): blocks, attention heads,
+     * hidden width (a multiple of heads), tokens per sequence (at most the model's
+     * positions: 1024 for gpt2, 512 for bert-base), vocabulary. batch is sequences. */
+    int64_t layers, heads, hidden, seq_len, vocab;
+    float dropout;          /* transformers' dropout probability; 0: the model's default
+                               (0.1); negative: no dropout ops */
 } remat_zoo_opts;
 
 size_t remat_zoo_count(void);
@@ -250,8 +268,17 @@ typedef enum remat_cost {
     REMAT_COST_KUSUMOTO,  /* 10 for convolutions, 1 otherwise (Kusumoto et al.) */
 } remat_cost;
 
+/* The optimizer a trainer updates the parameters with; the state it keeps per parameter
+ * is resident (SGD: the momentum; AdamW: the first and second moments). */
+typedef enum remat_optimizer {
+    REMAT_OPTIMIZER_SGD = 0, /* torch.optim.SGD with momentum and weight decay */
+    REMAT_OPTIMIZER_ADAMW,   /* torch.optim.AdamW: decoupled decay, bias correction */
+    REMAT_OPTIMIZER_COUNT
+} remat_optimizer;
+
 typedef struct remat_tgraph_opts {
     remat_cost cost;
+    remat_optimizer optimizer; /* its state counts in the resident bytes */
     size_t align;        /* M_v rounding; 0: 64 bytes for graphs, 1 for dumps */
 } remat_tgraph_opts;
 
@@ -305,7 +332,9 @@ remat_status remat_plan_none(const remat_tgraph *tg, remat_schedule **out);
     X(CHEN_GREEDY, "chen-greedy")                                                        \
     X(SUPERNEURONS, "superneurons")                                                      \
     X(OPTIMAL, "optimal")                                                                \
-    X(HYBRID, "hybrid")
+    X(HYBRID, "hybrid")                                                                  \
+    X(BLOCKS, "blocks")                                                                  \
+    X(SELECTIVE, "selective")
 
 typedef enum remat_strategy {
 #define REMAT_X_ENUM(e, s) REMAT_STRATEGY_##e,
@@ -410,7 +439,9 @@ typedef struct remat_sim_result {
                                      the step's scratch */
     size_t naive_bytes;           /* every forward value and gradient held at once */
     size_t naive_all_bytes;       /* twice every value, inputs and parameters too */
-    size_t resident_bytes;        /* params, their grads and momentum, inputs, labels, BN stats */
+    size_t resident_bytes;        /* params, their grads and the optimizer's state (SGD's
+                                     momentum, AdamW's two moments), inputs, labels, BN
+                                     stats */
     size_t lower_bound_bytes;     /* the largest single step's own need (its scratch
                                      included) */
     size_t scratch_peak_bytes;    /* the most scratch one step takes (counted in the
@@ -463,6 +494,8 @@ typedef struct remat_train_opts {
     int threads;            /* cpu backend threads; 0: all cores */
     uint64_t seed;          /* parameters, synthetic data and dropout masks */
     float lr, momentum, weight_decay; /* SGD, as torch.optim.SGD */
+    remat_optimizer optimizer; /* must be the training graph's (remat_tgraph_opts) */
+    float beta1, beta2, eps;   /* AdamW (torch.optim.AdamW); 0: 0.9, 0.999, 1e-8 */
     const char *host_file;  /* the host tier (offloaded values) in this file, mapped;
                                NULL: in memory */
 } remat_train_opts;
@@ -543,6 +576,18 @@ remat_status remat_trainer_step(remat_trainer *t, const float *const *inputs,
 /* The same step without the update (gradients are left in place). */
 remat_status remat_trainer_gradients(remat_trainer *t, const float *const *inputs,
                                      const int32_t *labels, double *loss);
+/*
+ * A training step fed token data: tokens has one entry per int32 value of the graph
+ * (labels, tokens and positions values, in the order they were added: the list of
+ * remat_graph_token_values), each an array of that value's element count, or NULL for
+ * data drawn from (seed, step) as remat_trainer_step draws it. Positions entries are
+ * ignored: the trainer fills positions with 0 .. n-1 along their last axis in every step.
+ * Float inputs are drawn. An entry outside its value's vocabulary (a negative target of
+ * a token_ce apart) is refused before the step with REMAT_ERR_ARG, naming the value, the
+ * index and the op that reads it; the trainer is then unchanged.
+ */
+remat_status remat_trainer_step_tokens(remat_trainer *t, const int32_t *const *tokens,
+                                       double *loss);
 
 typedef struct remat_train_stats {
     size_t planned_peak_bytes;   /* the simulator's activation peak of the schedule (the
@@ -603,6 +648,57 @@ int64_t remat_data_count(const remat_data *d);
 void remat_data_sample_shape(const remat_data *d, int64_t chw[3]);
 /* Samples first .. first+n-1 (wrapping around the file) into x and labels. */
 void remat_data_batch(const remat_data *d, int64_t first, int64_t n, float *x, int32_t *labels);
+
+/*
+ * Token data for a language model (docs/formats.md): a token file ("REMATTOK", version 1,
+ * uint16 or int32 tokens below its vocabulary), or any other file read as bytes
+ * (plain text: vocabulary 256). Opening reads the whole file and checks it: a malformed
+ * one is REMAT_ERR_PARSE with a message naming the file, the fault and its byte offset
+ * or token index.
+ */
+typedef struct remat_tokens remat_tokens;
+
+remat_status remat_tokens_open(const char *path, remat_tokens **out);
+void remat_tokens_free(remat_tokens *t);
+int64_t remat_tokens_count(const remat_tokens *t);
+int64_t remat_tokens_vocab(const remat_tokens *t);
+/* Writes n tokens, each in [0, vocab), as a token file (uint16 when vocab <= 65536,
+ * else int32); vocab at most 2^31 - 1. */
+remat_status remat_tokens_write(const char *path, int64_t vocab, const int32_t *tokens,
+                                int64_t n);
+/*
+ * One batch of batch sequences of seq_len tokens into ids and targets (each
+ * batch * seq_len int32, row after row; either may be NULL). Sequence b starts at
+ * off = h mod (count - seq_len), h = splitmix64(splitmix64(splitmix64(seed) ^ step) ^ b),
+ * redrawn as h = splitmix64(h) while h >= 2^64 - (2^64 mod (count - seq_len)) so that
+ * every start is equally likely; ids[b][s] = token[off + s], targets[b][s] =
+ * token[off + s + 1]. REMAT_ERR_ARG when the file has fewer than seq_len + 1 tokens.
+ */
+remat_status remat_tokens_batch(const remat_tokens *t, uint64_t seed, int64_t step,
+                                int64_t batch, int64_t seq_len, int32_t *ids,
+                                int32_t *targets);
+
+/* What a trainer does with an int32 value of a graph (one made by remat_graph_labels,
+ * remat_graph_tokens or remat_graph_positions). */
+typedef enum remat_token_role {
+    REMAT_TOKEN_LABELS,    /* class labels of a softmax_ce, or read by no op */
+    REMAT_TOKEN_IDS,       /* token ids read by an embedding */
+    REMAT_TOKEN_TARGETS,   /* a token_ce's targets (negative ones ignored) */
+    REMAT_TOKEN_POSITIONS, /* positions: filled by the trainer, never fed */
+} remat_token_role;
+
+typedef struct remat_token_value {
+    int32_t value;          /* its id in the graph (remat_graph_value_shape) */
+    const char *name;       /* as given to the graph; valid while the graph lives */
+    remat_token_role role;
+    int64_t vocab;          /* what an entry may hold: 0 .. vocab - 1, the smallest
+                               reader's bound (an embedding's vocab, the logits' last
+                               axis, a softmax_ce's classes; 2 when no op reads it) */
+} remat_token_value;
+
+/* The int32 values of g in the order they were added (the entries of
+ * remat_trainer_step_tokens): returns their count and describes the first max in out. */
+int32_t remat_graph_token_values(const remat_graph *g, remat_token_value *out, int32_t max);
 
 /* ------------------------------------------------------------------ ONNX */
 

@@ -105,7 +105,7 @@ static void test_registry(void)
     static const char *const names[] = {
         "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnet1001",
         "resnet2498", "vgg16", "vgg19", "densenet121", "densenet161", "googlenet", "unet",
-        "pspnet", "mlp",
+        "pspnet", "mlp", "gpt2", "bert-base",
     };
     size_t n = sizeof names / sizeof names[0];
 

@@ -23,7 +23,8 @@ static void help(FILE *f)
             "  --time-limit S      seconds for `optimal` (default 60)\n"
             "  --max-lower-sets N  cap for the exact DP (default 100000: its pair loop grows\n"
             "                      as the square; GoogLeNet's 27,358 sets take ~10 s)\n"
-            "  --batch N, --input-size HxW, --classes K, --no-aux, --cost flops|kusumoto\n"
+            "  --batch N, --input-size HxW, --classes K, --no-aux, --cost flops|kusumoto\n"            "  --layers N, --heads N, --width N, --seq-len N, --vocab N, --dropout P,\n"
+            "  --optimizer sgd|adamw   transformers' shape and the optimizer (as for plan)\n"
             "                      as for `remat plan`\n"
             "  --json              an array of objects, one per strategy\n");
 }
@@ -216,7 +217,10 @@ int cmd_compare(int argc, char **argv)
             st = remat_sim_run(c.m.tg, sched, &r);
         progress_wait_end(&pr);
         progress_clear(&pr);
-        print_row(&c, &j, name, st, &pi, &r, none_peak);
+        /* a rule that does not apply (no blocks, no attention) is left out unless asked */
+        if (!(st == REMAT_ERR_UNSUPPORTED && !c.list &&
+              (s == REMAT_STRATEGY_BLOCKS || s == REMAT_STRATEGY_SELECTIVE)))
+            print_row(&c, &j, name, st, &pi, &r, none_peak);
         progress_step(&pr, ++done, NULL);
         remat_schedule_free(sched);
     }

@@ -45,7 +45,8 @@ static void help(FILE *f)
             "  --max-lower-sets N  cap for the exact DP (default 100000)\n"
             "  --backend ref|cpu|cuda, --threads T  plan with that backend's kernels: their\n"
             "                      scratch counted and drawn, as `remat plan --backend`\n"
-            "  --batch N, --input-size HxW, --classes K, --no-aux, --cost flops|kusumoto\n"
+            "  --batch N, --input-size HxW, --classes K, --no-aux, --cost flops|kusumoto\n"            "  --layers N, --heads N, --width N, --seq-len N, --vocab N, --dropout P,\n"
+            "  --optimizer sgd|adamw   transformers' shape and the optimizer (as for plan)\n"
             "                      as for `remat plan`\n" CLI_OFFLOAD_HELP, MAX_BUDGETS);
 }
 

@@ -3,14 +3,66 @@
  */
 #include "cli/cli.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* The transformers' options (--layers ... --vocab, --dropout): 1 when argv[*i] was one,
+ * 0 when not, -1 on a bad value. */
+static int transformer_option(struct cli_model *m, int argc, char **argv, int *i)
+{
+    static const char *const names[5] = {"--layers", "--heads", "--width", "--seq-len",
+                                         "--vocab"};
+    int64_t *fields[5] = {&m->zoo.layers, &m->zoo.heads, &m->zoo.hidden, &m->zoo.seq_len,
+                          &m->zoo.vocab};
+    const char *a = argv[*i], *v;
+    char *end;
+    double p;
+
+    for (int k = 0; k < 5; k++)
+        if (!strcmp(a, names[k]))
+            return (v = cli_value(argc, argv, i)) && cli_parse_i64(a, v, 1, 1 << 24, fields[k])
+                   ? 1 : -1;
+    if (strcmp(a, "--dropout"))
+        return 0;
+    if (!(v = cli_value(argc, argv, i)))
+        return -1;
+    p = strtod(v, &end);
+    if (end == v || *end || !(p >= 0 && p < 1))
+        return cli_error("a probability in [0, 1)", "--dropout: '%s' is not a dropout "
+                         "probability", v), -1;
+    m->zoo.dropout = p == 0 ? -1.0f : (float)p; /* the zoo's 0 is "the default" */
+    return 1;
+}
+
+/* --optimizer sgd|adamw: the state it keeps is resident. */
+static int optimizer_option(struct cli_model *m, int argc, char **argv, int *i)
+{
+    const char *v;
+
+    if (strcmp(argv[*i], "--optimizer"))
+        return 0;
+    if (!(v = cli_value(argc, argv, i)))
+        return -1;
+    if (!strcmp(v, "sgd"))
+        m->topts.optimizer = REMAT_OPTIMIZER_SGD;
+    else if (!strcmp(v, "adamw"))
+        m->topts.optimizer = REMAT_OPTIMIZER_ADAMW;
+    else
+        return cli_error("--optimizer is sgd (with momentum) or adamw", "unknown optimizer "
+                         "'%s'", v), -1;
+    return 1;
+}
 
 int cli_model_option(struct cli_model *m, int argc, char **argv, int *i)
 {
     const char *a = argv[*i], *v;
     int64_t x;
+    int k;
 
+    if ((k = transformer_option(m, argc, argv, i)) != 0 ||
+        (k = optimizer_option(m, argc, argv, i)) != 0)
+        return k;
     if (!strcmp(a, "--batch")) {
         if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 1 << 20, &x))
             return -1;
@@ -58,6 +110,9 @@ static const char *zoo_option_given(const struct cli_model *m)
         return "--no-aux";
     if (m->zoo.base_channels)
         return "--base-channels";
+    if (m->zoo.layers || m->zoo.heads || m->zoo.hidden || m->zoo.seq_len || m->zoo.vocab ||
+        m->zoo.dropout)
+        return "--layers, --heads, --width, --seq-len, --vocab or --dropout";
     return NULL;
 }
 

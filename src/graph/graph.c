@@ -119,18 +119,46 @@ int32_t remat_graph_labels(remat_graph *g, const char *name, int64_t n)
     return new_value(g, &v, name ? name : "labels", NULL);
 }
 
-int32_t remat_graph_tokens(remat_graph *g, const char *name, int ndim, const int64_t *shape)
+static int32_t token_value(remat_graph *g, const char *name, int ndim, const int64_t *shape,
+                           bool positions)
 {
-    struct gvalue v = {.kind = VK_LABEL, .elem_bytes = 4, .producer = -1, .view_of = -1};
+    struct gvalue v = {.kind = VK_LABEL, .elem_bytes = 4, .producer = -1, .view_of = -1,
+                       .positions = positions};
+    const char *what = positions ? "positions" : "tokens";
 
     if (!g || g->err)
         return -1;
     if (ndim > 3 || !shape_ok(ndim, shape))
-        return fail(g, REMAT_FAIL(REMAT_ERR_ARG, "tokens '%s': a shape needs 1 to 3 positive "
-                                  "dimensions", name ? name : ""));
+        return fail(g, REMAT_FAIL(REMAT_ERR_ARG, "%s '%s': a shape needs 1 to 3 positive "
+                                  "dimensions", what, name ? name : ""));
     v.ndim = ndim;
     memcpy(v.shape, shape, sizeof(int64_t) * (size_t)ndim);
-    return new_value(g, &v, name ? name : "tokens", NULL);
+    return new_value(g, &v, name ? name : what, NULL);
+}
+
+int32_t remat_graph_tokens(remat_graph *g, const char *name, int ndim, const int64_t *shape)
+{
+    return token_value(g, name, ndim, shape, false);
+}
+
+int32_t remat_graph_positions(remat_graph *g, const char *name, int ndim, const int64_t *shape)
+{
+    return token_value(g, name, ndim, shape, true);
+}
+
+int32_t remat_graph_param(const remat_graph *g, int32_t value, int k)
+{
+    const struct gop *op;
+    int32_t seen = 0;
+
+    if (!g || value < 0 || (size_t)value >= g->values.n || k < 0 ||
+        graph_value(g, value)->producer < 0)
+        return -1;
+    op = graph_op(g, graph_value(g, value)->producer);
+    for (int32_t i = 0; i < op->n_in; i++)
+        if (graph_value(g, op->in[i])->kind == VK_PARAM && seen++ == k)
+            return op->in[i];
+    return -1;
 }
 
 static bool numel_ok(const struct gvalue *v)
@@ -175,6 +203,7 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
         const struct gvalue *v;
         bool label_slot = ((type == REMAT_OP_SOFTMAX_CE || type == REMAT_OP_TOKEN_CE) &&
                            i == 1) || (type == REMAT_OP_EMBEDDING && i == 0);
+        bool param_slot = type == REMAT_OP_MATMUL && i == 1 && n_inputs == 2;
 
         if (inputs[i] < 0 || (size_t)inputs[i] >= g->values.n) {
             s = REMAT_FAIL(REMAT_ERR_ARG, "op '%s' (%s): input %d is not a value (id %d)",
@@ -182,7 +211,8 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
             goto fail;
         }
         v = graph_value(g, inputs[i]);
-        if (v->kind == VK_AUX || v->kind == VK_PARAM || (v->kind == VK_LABEL) != label_slot) {
+        if (v->kind == VK_AUX || (v->kind == VK_PARAM && !(param_slot && v->ndim == 2)) ||
+            (v->kind == VK_LABEL) != label_slot) {
             s = REMAT_FAIL(REMAT_ERR_ARG, "op '%s' (%s): input %d ('%s') cannot be used here",
                            name, remat_op_name(type), i, v->name);
             goto fail;

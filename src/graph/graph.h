@@ -27,6 +27,7 @@ struct gvalue {
     int32_t ndim;
     uint8_t kind;       /* enum value_kind */
     uint8_t elem_bytes; /* 4: float32 or int32 */
+    bool positions;     /* VK_LABEL: token positions, 0 .. n-1 along the last axis */
     int32_t producer;   /* op id, -1 for inputs, labels and params */
     int32_t view_of;    /* the value whose buffer this one shares, -1 if its own */
     char *name;

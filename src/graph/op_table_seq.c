@@ -120,10 +120,11 @@ remat_status graph_infer_softmax_last(const struct gvalue *const *in, int n_in,
                                       int *n_params, struct gvalue *params, const char *name)
 {
     (void)n_in;
-    (void)at;
     (void)aux;
     (void)n_params;
     (void)params;
+    if (!(at->scale >= 0) || at->scale > 1e30f)
+        return SHAPE_FAIL("needs a scale > 0 (0: 1), got %g", name, (double)at->scale);
     if (in[0]->ndim < 2)
         return SHAPE_FAIL("takes rows over the last axis: 2 to 4 dimensions, got %d-d", name,
                           in[0]->ndim);

@@ -68,6 +68,17 @@ struct kop {
     size_t scratch_bytes;
 };
 
+/* A matmul's B and its gradient: the second data input, or the weight when B is a
+ * parameter (tied weights: n_in is 1 and w, dw carry it). */
+static inline const struct ktensor *kop_matmul_b(const struct kop *op)
+{
+    return op->n_in > 1 ? &op->in[1] : &op->w;
+}
+static inline const struct ktensor *kop_matmul_db(const struct kop *op)
+{
+    return op->n_in > 1 ? &op->din[1] : &op->dw;
+}
+
 static inline int64_t ktensor_numel(const struct ktensor *t)
 {
     int64_t n = 1;

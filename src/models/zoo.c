@@ -3,7 +3,7 @@
  * and classes, and its builder), the names that describe a ResNet by depth or by block
  * counts (resnetD, resnet-a-b-c-d), and the layer helpers the builders share.
  *
- * The table is small and fixed (15 rows), so look-ups are linear.
+ * The table is small and fixed (17 rows), so look-ups are linear.
  */
 #include "models/zoo.h"
 
@@ -31,6 +31,9 @@ static const struct zoo_resnet_arch arch_resnet2498 = {true, {6, 32, 788, 6}, {0
 static const int32_t vgg_depth16 = 16, vgg_depth19 = 19;
 static const struct zoo_densenet_arch arch_densenet121 = {32, 64, {6, 12, 24, 16}};
 static const struct zoo_densenet_arch arch_densenet161 = {48, 96, {6, 12, 36, 24}};
+
+static const struct zoo_transformer_arch arch_gpt2 = {false, 12, 12, 768, 50257, 1024};
+static const struct zoo_transformer_arch arch_bert = {true, 12, 12, 768, 30522, 512};
 
 #define RESNET(n, d, a) {n, d, zoo_build_resnet, a, 224, 224, 1000}
 static const struct zoo_entry entries[] = {
@@ -62,6 +65,12 @@ static const struct zoo_entry entries[] = {
      "VOC 21 classes", zoo_build_pspnet, NULL, 713, 713, 21},
     {"mlp", "MLP 784-512-512-10 on flattened 28x28 images (MNIST)", zoo_build_mlp, NULL,
      28, 28, 10},
+    {"gpt2", "GPT-2 (Radford et al. 2019), small: 12 layers, 768 wide, 12 heads, 1024 "
+     "tokens, vocabulary 50257, tied output layer", zoo_build_transformer, &arch_gpt2, 0, 0,
+     0},
+    {"bert-base", "BERT-base (Devlin et al. 2019) masked LM: 12 layers, 768 wide, 12 heads, "
+     "512 tokens, vocabulary 30522, tied decoder", zoo_build_transformer, &arch_bert, 0, 0,
+     0},
 };
 
 size_t remat_zoo_count(void)
@@ -169,6 +178,46 @@ static remat_status unknown_model(const char *name)
 
 /* ----------------------------------------------------------------- options */
 
+/* A transformer's options against its defaults (arch), or their absence elsewhere. */
+static remat_status resolve_transformer(const struct zoo_entry *e, const remat_zoo_opts *o,
+                                        struct zoo_cfg *c)
+{
+    const struct zoo_transformer_arch *t = e->build == zoo_build_transformer ? e->arg : NULL;
+    int64_t v[5] = {o->layers, o->heads, o->hidden, o->seq_len, o->vocab};
+    static const char *const names[5] = {"layers", "heads", "hidden", "seq_len", "vocab"};
+
+    for (int i = 0; i < 5; i++)
+        if (v[i] < 0 || v[i] > (1 << 24) || (v[i] && !t))
+            return REMAT_FAIL(REMAT_ERR_ARG, "model '%s': %s %lld %s", e->name, names[i],
+                              (long long)v[i], t ? "is out of range (0: the default)"
+                              : "applies to transformers only (gpt2, bert-base)");
+    if (t && (o->height || o->width || o->classes || o->base_channels || o->aux))
+        return REMAT_FAIL(REMAT_ERR_ARG, "model '%s': the image options (input size, "
+                          "classes, base channels, aux) do not apply to a transformer",
+                          e->name);
+    if (!t)
+        return o->dropout != 0 ? REMAT_FAIL(REMAT_ERR_ARG, "model '%s': dropout applies to "
+                                            "transformers only", e->name) : REMAT_OK;
+    c->layers = o->layers ? o->layers : t->layers;
+    c->heads = o->heads ? o->heads : t->heads;
+    c->hidden = o->hidden ? o->hidden : t->hidden;
+    c->seq_len = o->seq_len ? o->seq_len : t->positions;
+    c->vocab = o->vocab ? o->vocab : t->vocab;
+    c->dropout = o->dropout == 0 ? 0.1f : o->dropout < 0 ? 0.0f : o->dropout;
+    if (!(c->dropout < 1))
+        return REMAT_FAIL(REMAT_ERR_ARG, "model '%s': dropout %g must be below 1", e->name,
+                          (double)o->dropout);
+    if (c->hidden % c->heads)
+        return REMAT_FAIL(REMAT_ERR_ARG, "model '%s': the width %lld is not a multiple of "
+                          "the %lld heads", e->name, (long long)c->hidden,
+                          (long long)c->heads);
+    if (c->seq_len > t->positions)
+        return REMAT_FAIL(REMAT_ERR_ARG, "model '%s': sequences of %lld tokens; its position "
+                          "table has %lld", e->name, (long long)c->seq_len,
+                          (long long)t->positions);
+    return REMAT_OK;
+}
+
 /* Fills *c from the caller's options (NULL: all defaults) and the model's defaults. */
 static remat_status resolve_opts(const struct zoo_entry *e, const remat_zoo_opts *o,
                                  struct zoo_cfg *c)
@@ -194,7 +243,7 @@ static remat_status resolve_opts(const struct zoo_entry *e, const remat_zoo_opts
     c->classes = o->classes ? o->classes : e->classes;
     c->aux = o->aux != -1;
     c->base_channels = o->base_channels ? o->base_channels : 64;
-    return REMAT_OK;
+    return resolve_transformer(e, o, c);
 }
 
 remat_status remat_zoo_build(const char *name, const remat_zoo_opts *o,

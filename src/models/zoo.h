@@ -23,6 +23,9 @@ struct zoo_cfg {
     int64_t classes;
     bool aux; /* GoogLeNet auxiliary classifiers */
     int64_t base_channels; /* U-Net's first level */
+    /* transformers: as remat_zoo_opts, defaults filled in; dropout 0 means none */
+    int64_t layers, heads, hidden, seq_len, vocab;
+    float dropout;
 };
 
 typedef remat_status (*zoo_build_fn)(remat_graph *g, const struct zoo_cfg *c,
@@ -43,6 +46,15 @@ struct zoo_densenet_arch {
     int32_t blocks[4];
 };
 
+/* A transformer: its defaults (remat_zoo_opts) and its family. GPT-2: a causal decoder
+ * with pre-norm blocks, learned positions and the output layer tied to the token
+ * embedding; BERT: a bidirectional post-norm encoder with token types and a masked
+ * language model head (tied decoder). */
+struct zoo_transformer_arch {
+    bool bert;
+    int64_t layers, heads, hidden, vocab, positions;
+};
+
 /* ------------------------------------------------------------------ builders */
 
 /* arg: const struct zoo_resnet_arch * */
@@ -56,6 +68,9 @@ remat_status zoo_build_googlenet(remat_graph *g, const struct zoo_cfg *c, const 
 remat_status zoo_build_unet(remat_graph *g, const struct zoo_cfg *c, const void *arg);
 remat_status zoo_build_pspnet(remat_graph *g, const struct zoo_cfg *c, const void *arg);
 remat_status zoo_build_mlp(remat_graph *g, const struct zoo_cfg *c, const void *arg);
+/* arg: const struct zoo_transformer_arch *; c's transformer fields resolved against it
+ * (zoo.c) */
+remat_status zoo_build_transformer(remat_graph *g, const struct zoo_cfg *c, const void *arg);
 
 /*
  * The ResNet trunk of torchvision (conv1, bn1, relu, maxpool, layer1..layer4) on the

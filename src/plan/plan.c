@@ -204,6 +204,8 @@ static remat_status plan_heuristic(const remat_tgraph *tg, const remat_plan_opts
         return st;
     if (o->strategy == REMAT_STRATEGY_SUPERNEURONS)
         st = plan_superneurons(tg, &d, o, budget, out, info);
+    else if (o->strategy == REMAT_STRATEGY_BLOCKS || o->strategy == REMAT_STRATEGY_SELECTIVE)
+        st = plan_rules(tg, &d, o->strategy, out);
     else
         st = plan_chen(tg, &d, o->strategy == REMAT_STRATEGY_CHEN_GREEDY, budget, out, info);
     dag_fini(&d);
@@ -294,6 +296,8 @@ static const planner_fn planners[] = {
     [REMAT_STRATEGY_SUPERNEURONS] = run_heuristic,
     [REMAT_STRATEGY_OPTIMAL] = run_optimal,
     [REMAT_STRATEGY_HYBRID] = plan_hybrid,
+    [REMAT_STRATEGY_BLOCKS] = run_heuristic,
+    [REMAT_STRATEGY_SELECTIVE] = run_heuristic,
 };
 _Static_assert(REMAT_ARRAY_LEN(planners) == REMAT_STRATEGY_COUNT, "a planner per strategy");
 

@@ -38,6 +38,12 @@ remat_status plan_chen(const remat_tgraph *tg, const struct dag *d, bool greedy,
 remat_status plan_superneurons(const remat_tgraph *tg, const struct dag *d,
                                const remat_plan_opts *o, size_t budget, remat_schedule **out,
                                remat_plan_info *info);
+/* The hand-written rules (rules.c): blocks (a checkpoint per numbered block, as
+ * torch.utils.checkpoint per layer) and selective (Megatron's: the attention core
+ * recomputed). REMAT_ERR_UNSUPPORTED when the graph has no such block or core. The
+ * result is finished. */
+remat_status plan_rules(const remat_tgraph *tg, const struct dag *d, remat_strategy strategy,
+                        remat_schedule **out);
 /* SuperNeurons' checkpoints: the outputs of convolutions and linear layers. */
 bool planner_is_checkpoint(const struct top *op);
 /* Lowering from a set of kept nodes: forward everything, then the backward in reverse

@@ -7,7 +7,8 @@
  * axes swapped) when trans_a / trans_b say so. Every sum runs over k (or over the
  * batches and rows for a shared B's gradient) in index order in double: two runs give
  * the same bits, whatever the plan. The softmax over the last axis, each row of each
- * matrix (the last two axes) on its own, in double; with causal, row i takes columns
+ * matrix (the last two axes) on its own, in double, of the input times the scale; with
+ * causal, row i takes columns
  * j <= i and the rest of the row is 0 (so its backward adds 0 there).
  */
 #include "kernels/ref/ref.h"
@@ -24,7 +25,7 @@ struct mm {
 
 static struct mm mm_of(const struct kop *op)
 {
-    const struct ktensor *a = &op->in[0], *b = &op->in[1];
+    const struct ktensor *a = &op->in[0], *b = kop_matmul_b(op);
     struct mm g;
 
     g.ta = op->at->trans_a;
@@ -56,7 +57,7 @@ remat_status ref_matmul_forward(const struct kop *op)
     struct mm g = mm_of(op);
 
     for (int64_t t = 0; t < g.nb; t++) {
-        const float *a = op->in[0].data + t * g.sa, *b = op->in[1].data + t * g.sb;
+        const float *a = op->in[0].data + t * g.sa, *b = kop_matmul_b(op)->data + t * g.sb;
         float *y = op->out.data + t * g.sy;
 
         for (int64_t i = 0; i < g.m; i++)
@@ -75,7 +76,7 @@ remat_status ref_matmul_forward(const struct kop *op)
 static void grad_a(const struct kop *op, const struct mm *g)
 {
     for (int64_t t = 0; t < g->nb; t++) {
-        const float *b = op->in[1].data + t * g->sb;
+        const float *b = kop_matmul_b(op)->data + t * g->sb;
         float *da = op->din[0].data + t * g->sa;
 
         for (int64_t i = 0; i < g->m; i++)
@@ -97,7 +98,7 @@ static void grad_b(const struct kop *op, const struct mm *g)
     int64_t nb_out = g->sb ? g->nb : 1, nb_in = g->sb ? 1 : g->nb;
 
     for (int64_t u = 0; u < nb_out; u++) {
-        float *db = op->din[1].data + u * g->sb;
+        float *db = kop_matmul_db(op)->data + u * g->sb;
 
         for (int64_t k = 0; k < g->k; k++)
             for (int64_t j = 0; j < g->n; j++) {
@@ -122,7 +123,7 @@ remat_status ref_matmul_backward(const struct kop *op)
 
     if (op->din[0].data)
         grad_a(op, &g);
-    if (op->din[1].data)
+    if (kop_matmul_db(op)->data)
         grad_b(op, &g);
     return REMAT_OK;
 }
@@ -135,9 +136,17 @@ static void rows_of(const struct ktensor *t, int64_t *rows, int64_t *m, int64_t 
     *rows = ktensor_numel(t) / *n;
 }
 
-/* y = exp(x - max) / sum exp(x - max) over the row's first w columns, 0 past them. */
+/* The softmax's scale (attr 0: 1). */
+static double sm_scale(const struct kop *op)
+{
+    return op->at->scale != 0 ? (double)op->at->scale : 1.0;
+}
+
+/* y = exp(s (x - max)) / sum exp(s (x - max)) over the row's first w columns, 0 past
+ * them (s > 0, the scale). */
 remat_status ref_softmax_last_forward(const struct kop *op)
 {
+    double s = sm_scale(op);
     int64_t rows, m, n;
 
     rows_of(&op->in[0], &rows, &m, &n);
@@ -150,17 +159,18 @@ remat_status ref_softmax_last_forward(const struct kop *op)
         for (int64_t j = 1; j < w; j++)
             mx = x[j] > mx ? x[j] : mx;
         for (int64_t j = 0; j < w; j++)
-            sum += exp((double)x[j] - mx);
+            sum += exp(s * ((double)x[j] - mx));
         for (int64_t j = 0; j < n; j++)
-            y[j] = j < w ? (float)(exp((double)x[j] - mx) / sum) : 0.0f;
+            y[j] = j < w ? (float)(exp(s * ((double)x[j] - mx)) / sum) : 0.0f;
     }
     return REMAT_OK;
 }
 
-/* dx += y (dy - sum_j dy y), per row, in double; reads y (0 where masked). */
+/* dx += s y (dy - sum_j dy y), per row, in double; reads y (0 where masked). */
 remat_status ref_softmax_last_backward(const struct kop *op)
 {
     float *dx = op->din[0].data;
+    double s = sm_scale(op);
     int64_t rows, m, n;
 
     if (!dx)
@@ -173,7 +183,8 @@ remat_status ref_softmax_last_backward(const struct kop *op)
         for (int64_t j = 0; j < n; j++)
             dot += (double)ref_dy(&op->dout, r * n + j) * y[j];
         for (int64_t j = 0; j < n; j++)
-            dx[r * n + j] += (float)((double)y[j] * ((double)ref_dy(&op->dout, r * n + j) - dot));
+            dx[r * n + j] +=
+                (float)(s * (double)y[j] * ((double)ref_dy(&op->dout, r * n + j) - dot));
     }
     return REMAT_OK;
 }
