@@ -229,6 +229,11 @@ int32_t remat_graph_add(remat_graph *g, remat_op type, const int32_t *inputs, in
                     name);
     if (s)
         goto fail;
+    /* every op's outputs are float32 (or int32 indices of the same size) */
+    out.elem_bytes = 4;
+    aux.elem_bytes = 4;
+    for (int i = 0; i < n_params; i++)
+        params[i].elem_bytes = 4;
     if (!numel_ok(&out) || (info->has_aux && !numel_ok(&aux))) {
         s = REMAT_FAIL(REMAT_ERR_SHAPE, "op '%s' (%s): the output would be empty or have "
                        "more than 2^40 elements", name, remat_op_name(type));
