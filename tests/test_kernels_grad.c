@@ -122,6 +122,9 @@ static void test_grad_matmul(void)
     grad_case("softmax_last causal 4-d", REMAT_OP_SOFTMAX_LAST, 1,
               &(struct shp)S4(2, 2, 3, 3), &(remat_attrs){.causal = true}, FILL_UNIFORM,
               TOL_SMOOTH, FD_RANDOM);
+    grad_case("softmax_last causal scaled", REMAT_OP_SOFTMAX_LAST, 1,
+              &(struct shp)S4(2, 2, 4, 4), &(remat_attrs){.causal = true, .scale = 0.35f},
+              FILL_UNIFORM, TOL_SMOOTH, FD_RANDOM);
     grad_case("softmax_last causal 3x5", REMAT_OP_SOFTMAX_LAST, 1,
               &(struct shp){3, {2, 3, 5, 0}}, &(remat_attrs){.causal = true}, FILL_UNIFORM,
               TOL_SMOOTH, FD_RANDOM);

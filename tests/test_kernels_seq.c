@@ -175,6 +175,22 @@ static void test_softmax_last_hand(void)
                 (const double[]){0.0900306, 0.2447285, 0.6652410}, 3, 1e-6);
     tk_fini(&t);
 
+    /* scale 0.5: softmax(0.5, 1, 1.5) = exp(-1), exp(-1/2), 1 over 1.9744101; with
+     * dy = (1, 0, 0), dx = 0.5 y (dy - y0) */
+    tk_init(&t, REMAT_OP_SOFTMAX_LAST, 1, &s1, &(remat_attrs){.scale = 0.5f});
+    set_vals(&t.in[0], (const float[]){1, 2, 3});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("softmax_last scaled", t.op.out.data,
+                (const double[]){0.1863237, 0.3071959, 0.5064804}, 3, 1e-6);
+    for (int i = 0; i < 3; i++) {
+        t.op.dout.data[i] = i == 0 ? 1.0f : 0.0f;
+        t.op.din[0].data[i] = 0;
+    }
+    CHECK_OK(ref_backward(&t.op));
+    check_close("softmax_last scaled dx", t.op.din[0].data,
+                (const double[]){0.0758036, -0.0286189, -0.0471847}, 3, 1e-6);
+    tk_fini(&t);
+
     tk_init(&t, REMAT_OP_SOFTMAX_LAST, 1, &s3, &(remat_attrs){.causal = true});
     set_vals(&t.in[0], (const float[]){4, 4, 4, 4, 4, 4, 4, 4, 4});
     CHECK_OK(ref_forward(&t.op));

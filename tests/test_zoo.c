@@ -507,6 +507,62 @@ static void test_bad_opts(void)
     check_fails("mlp", &(remat_zoo_opts){.height = INT64_MAX, .width = 2}, REMAT_ERR_ARG);
 }
 
+/*
+ * The transformers. GPT-2 small's published count, 124,439,808 (the output layer tied to
+ * wte). Both families by hand: per block 12 D^2 + 13 D (query, key, value, output
+ * projection: 4 (D^2 + D); the MLP D -> 4D -> D: 8 D^2 + 5 D; two layer norms: 4 D);
+ * GPT-2 adds V D + P D (token and position tables) and the final norm 2 D; BERT adds V D
+ * + P D + 2 D (token types) + 2 D (embedding norm) and its MLM transform D^2 + D + 2 D.
+ * bert-base: 109,483,776, which is Hugging Face's BertForMaskedLM (109,514,298) without
+ * the decoder's bias (30,522). Shapes: the scores (B, H, S, S), the logits (B, S, V).
+ */
+static int64_t tf_count(bool bert, int64_t l, int64_t d, int64_t v, int64_t p)
+{
+    int64_t blocks = l * (12 * d * d + 13 * d);
+
+    return bert ? v * d + p * d + 4 * d + blocks + d * d + 3 * d
+                : v * d + p * d + blocks + 2 * d;
+}
+
+static void test_transformers(void)
+{
+    remat_zoo_opts small = {.batch = 3, .layers = 3, .heads = 4, .hidden = 32, .seq_len = 10,
+                            .vocab = 50};
+    remat_graph *g = NULL;
+
+    CHECK_OK(remat_zoo_build("gpt2", NULL, NULL, &g));
+    CHECK_I64(remat_graph_n_params(g), 124439808);
+    CHECK_I64(remat_graph_n_params(g), tf_count(false, 12, 768, 50257, 1024));
+    check_shape(g, "lm_head", 3, 1, 1024, 50257, 0);
+    check_shape(g, "h.11.attn.scores", 4, 1, 12, 1024, 1024);
+    remat_graph_free(g);
+    CHECK_OK(remat_zoo_build("bert-base", NULL, NULL, &g));
+    CHECK_I64(remat_graph_n_params(g), 109483776);
+    CHECK_I64(remat_graph_n_params(g), tf_count(true, 12, 768, 30522, 512));
+    check_shape(g, "cls.predictions.decoder", 3, 1, 512, 30522, 0);
+    remat_graph_free(g);
+    CHECK_OK(remat_zoo_build("gpt2", &small, NULL, &g));
+    CHECK_I64(remat_graph_n_params(g), tf_count(false, 3, 32, 50, 1024));
+    check_shape(g, "h.2.attn.softmax", 4, 3, 4, 10, 10);
+    check_shape(g, "h.2.mlp.c_fc", 2, 30, 128, 0, 0);
+    CHECK_I64(count_ops(g, REMAT_OP_DROPOUT, NULL), 1 + 3 * 3); /* embeddings, 3 per block */
+    check_loss(g, "loss");
+    remat_graph_free(g);
+    small.dropout = -1;
+    CHECK_OK(remat_zoo_build("bert-base", &small, NULL, &g));
+    CHECK_I64(remat_graph_n_params(g), tf_count(true, 3, 32, 50, 512));
+    CHECK_I64(count_ops(g, REMAT_OP_DROPOUT, NULL), 0);
+    CHECK_I64(count_ops(g, REMAT_OP_SOFTMAX_LAST, NULL), 3);
+    remat_graph_free(g);
+    check_fails("gpt2", &(remat_zoo_opts){.hidden = 100, .heads = 12}, REMAT_ERR_ARG);
+    check_fails("gpt2", &(remat_zoo_opts){.seq_len = 1025}, REMAT_ERR_ARG);
+    check_fails("bert-base", &(remat_zoo_opts){.seq_len = 513}, REMAT_ERR_ARG);
+    check_fails("gpt2", &(remat_zoo_opts){.dropout = 1}, REMAT_ERR_ARG);
+    check_fails("gpt2", &(remat_zoo_opts){.height = 224}, REMAT_ERR_ARG);
+    check_fails("resnet18", &(remat_zoo_opts){.layers = 2}, REMAT_ERR_ARG);
+    check_fails("resnet18", &(remat_zoo_opts){.dropout = 0.5f}, REMAT_ERR_ARG);
+}
+
 /* Other sizes that do work. */
 static void test_other_sizes(void)
 {
@@ -613,6 +669,7 @@ int main(void)
     RUN(test_bad_names);
     RUN(test_bad_opts);
     RUN(test_other_sizes);
+    RUN(test_transformers);
     RUN(test_alloc_failures);
     return harness_end();
 }

@@ -24,7 +24,8 @@
 #include <math.h>
 
 #define N_SWEEP 8
-#define MAX_BASE (N_SWEEP + 4)
+#define N_RATIO 9
+#define MAX_BASE (N_SWEEP + N_RATIO + 4)
 
 struct hybrid_bases {
     remat_schedule *s[MAX_BASE];
@@ -45,6 +46,58 @@ static remat_status add_base(const remat_tgraph *tg, struct hybrid_bases *b, rem
     }
     b->s[b->n++] = s;
     return REMAT_OK;
+}
+
+struct ratio {
+    double r;   /* recomputation cost per byte */
+    double m;   /* bytes */
+};
+
+static int cmp_ratio(const void *a, const void *b)
+{
+    double x = ((const struct ratio *)a)->r, y = ((const struct ratio *)b)->r;
+
+    return (x > y) - (x < y);
+}
+
+/*
+ * Keep sets by the cost of a byte: a node whose recomputation costs least per byte it
+ * frees goes first (an attention's softmax, its dropout and GELU before the products
+ * that feed them), N_RATIO sets dropping the cheapest 20%, 40%, 60% and 80% of the
+ * forward bytes, each lowered as SuperNeurons' sets are (speed-centric). They find the
+ * rules people write by hand (Megatron's selective recomputation of the attention core)
+ * without being told.
+ */
+static remat_status ratio_bases(const remat_tgraph *tg, const struct dag *d, bool *kept,
+                                struct hybrid_bases *b)
+{
+    struct ratio *r = core_calloc(d->al, (size_t)d->n + 1, sizeof *r);
+    double total = 0, acc = 0, cut = -1;
+    remat_schedule *s = NULL;
+    remat_status st = REMAT_OK;
+    int32_t i = 0;
+
+    if (!r)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+    for (int32_t v = 0; v < d->n; v++) {
+        r[v].r = d->m[v] ? d->t[v] / (double)d->m[v] : INFINITY;
+        r[v].m = (double)d->m[v];
+        total += r[v].m;
+    }
+    qsort(r, (size_t)d->n, sizeof *r, cmp_ratio);
+    for (int k = 1; k <= N_RATIO && total > 0; k++) {
+        /* the ratio below which the cheapest k / (N_RATIO + 1) of the bytes lie */
+        while (i < d->n && acc < total * k / (N_RATIO + 1)) {
+            cut = r[i].r;
+            acc += r[i++].m;
+        }
+        for (int32_t v = 0; v < d->n; v++)
+            kept[v] = !(d->m[v] && d->t[v] / (double)d->m[v] <= cut);
+        if ((st = lower_keep(tg, d, kept, false, &s)) || (st = add_base(tg, b, s)))
+            break;
+    }
+    core_free(d->al, r, sizeof *r * ((size_t)d->n + 1));
+    return st;
 }
 
 /* The plans to start from. */
@@ -78,6 +131,8 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
     for (int k = 0; k < 2; k++)
         if ((st = lower_keep(tg, &d, kept, k == 1, &s)) || (st = add_base(tg, b, s)))
             goto out;
+    if ((st = ratio_bases(tg, &d, kept, b)))
+        goto out;
     /* the DP's chains */
     if ((st = lsets_build(&d, LS_APPROX, NULL, 0, &ls)) ||
         (st = kusumoto_min_budget(&d, &ls, NULL, &lo)))
