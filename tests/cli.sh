@@ -85,6 +85,27 @@ if $REMAT plan googlenet --no-aux --json >"$tmp/g.json" &&
    [ "$(json_get "$tmp/g.json" "j['params']")" = 6624904 ]; then ok "googlenet without aux"
 else fail "googlenet without aux" "$(cat "$tmp/g.json")"; fi
 
+# transformers: their options, refused where they do not apply; the rules as strategies
+expect_error "heads not dividing the width" "not a multiple of the 5 heads" $REMAT plan gpt2 --heads 5
+expect_error "sequence past the positions" "position table has 512" $REMAT plan bert-base --seq-len 600
+expect_error "layers on a CNN" "applies to transformers only" $REMAT plan resnet18 --layers 2
+expect_error "image size on gpt2" "do not apply to a transformer" $REMAT plan gpt2 --input-size 32x32
+expect_error "bad dropout" "is not a dropout probability" $REMAT plan gpt2 --dropout 1.5
+expect_error "bad optimizer" "unknown optimizer 'adam'" $REMAT plan gpt2 --optimizer adam
+expect_error "selective without attention" "no attention" $REMAT plan resnet18 --strategy selective
+if $REMAT plan gpt2 --layers 2 --width 64 --heads 4 --seq-len 32 --vocab 100 --json >"$tmp/t.json" &&
+   [ "$(json_get "$tmp/t.json" "j['params']")" = $((100*64 + 1024*64 + 2*(12*64*64 + 13*64) + 2*64)) ]; then
+    ok "gpt2 options"
+else fail "gpt2 options" "$(cat "$tmp/t.json")"; fi
+r1=$($REMAT plan gpt2 --layers 2 --width 64 --heads 4 --seq-len 32 --vocab 100 --json | json_get /dev/stdin "j['resident_bytes']")
+r2=$($REMAT plan gpt2 --layers 2 --width 64 --heads 4 --seq-len 32 --vocab 100 --optimizer adamw --json | json_get /dev/stdin "j['resident_bytes']")
+p=$(json_get "$tmp/t.json" "j['params']")
+[ "$((r2 - r1))" = "$((4 * p))" ] && ok "adamw state resident" || fail "adamw state resident" "$r1 -> $r2 for $p parameters"
+for s in blocks selective; do
+    o=$($REMAT plan gpt2 --layers 2 --width 64 --heads 4 --seq-len 32 --vocab 100 --strategy $s --json | json_get /dev/stdin "j['activation_peak_bytes'] < $(json_get "$tmp/t.json" "j['activation_peak_bytes']") and j['n_recomputed'] > 0")
+    [ "$o" = True ] && ok "strategy $s" || fail "strategy $s" "$o"
+done
+
 # plan --json on a zoo model: the keys, and peaks that order sensibly
 if $REMAT plan resnet50 --batch 32 --json --schedule "$tmp/s.json" >"$tmp/p.json"; then
     r=$(json_get "$tmp/p.json" "all(k in j for k in ('model','batch','strategy','params','resident_bytes','naive_bytes','activation_peak_bytes','lower_bound_bytes','forward_flops','n_values')) and j['batch'] == 32 and j['lower_bound_bytes'] <= j['activation_peak_bytes'] < j['naive_bytes']")
