@@ -6,7 +6,8 @@
  * of the approximate lattice at budgets spread geometrically from the DP's minimum to
  * the peak of `none` (each keeps less and recomputes more than the next), its
  * memory-centric chain at the minimum, SuperNeurons' speed- and memory-centric
- * keep sets, and `none` itself. Each is then given the host tier (offload.c) with every
+ * keep sets, keep sets by the cost of a byte, `none` itself, and at a given budget a plan
+ * fitted to it (hybrid_fit.c). Each is then given the host tier (offload.c) with every
  * value a candidate: what still passes the budget goes out and back, copies timed to
  * hide behind compute at the given bandwidth. Of the results within the budget, the
  * one of least simulated time (compute, recomputation and copy stalls) wins; ties go
@@ -227,6 +228,7 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
                          remat_schedule **out, remat_plan_info *info, struct plan_memo *memo)
 {
     struct hybrid_bases *bp = NULL;
+    remat_schedule *fitted = NULL;
     remat_sim_opts so = {o->bandwidth, o->flops, o->copy_slowdown};
     remat_sim_result best = {0}, r;
     remat_plan_info pi = {0};
@@ -249,16 +251,22 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
             goto out;
         *budget = target;
     }
-    for (int i = 0; i < bp->n; i++) {
+    /* at a given budget, one more base: a plan fitted to it */
+    if (!o->budget_min && target < SIZE_MAX / 4 && (st = hybrid_fit(tg, target, &fitted)))
+        goto out;
+    for (int i = 0; i <= bp->n; i++) {
+        const remat_schedule *base = i < bp->n ? bp->s[i] : fitted;
         remat_schedule *s = NULL;
         size_t t = target;
 
+        if (!base)
+            continue;
         if (o->no_offload) {
-            if ((st = schedule_copy(bp->s[i], &s)))
+            if ((st = schedule_copy(base, &s)))
                 goto out;
             pi.n_offloaded = 0;
             pi.offloaded_bytes = 0;
-        } else if ((st = plan_offload(tg, bp->s[i], NULL, &t, o->bandwidth, o->flops,
+        } else if ((st = plan_offload(tg, base, NULL, &t, o->bandwidth, o->flops,
                                       o->copy_slowdown, &s, &pi))) {
             goto out;
         }
@@ -295,6 +303,7 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
                             least, o->no_offload ? " without offload" : " with offload");
     }
 out:
+    remat_schedule_free(fitted);
     if (!memo)
         drop_bases(bp);
     return st;

@@ -81,6 +81,11 @@ void plan_memo_fini(struct plan_memo *m);
 remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
                          remat_schedule **out, remat_plan_info *info, struct plan_memo *memo);
 
+/* hybrid_fit.c: a recomputation plan fitted to the activation budget target (values
+ * dropped cheapest per byte first, then taken back while they fit); *out NULL when
+ * none fits. The result is finished. */
+remat_status hybrid_fit(const remat_tgraph *tg, size_t target, remat_schedule **out);
+
 /* The simulated activation peak of a schedule (SIZE_MAX when it is invalid). */
 remat_status planner_sim_peak(const remat_tgraph *tg, const remat_schedule *s, size_t *peak);
 
