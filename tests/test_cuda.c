@@ -13,7 +13,13 @@
  *    algorithm cuDNN offers them, with the scratch prepare reports; outputs within 1e-4
  *    relative (plus 1e-5 of the largest), max pooling's winners exactly, gradients
  *    accumulated onto random starting values within the same bounds; layer norm and
- *    GELU run twice give the same bits.
+ *    GELU run twice give the same bits. The transformer's ops too: matmul batched, with
+ *    A or B transposed, with a shared 2-d B and with B the op's parameter (tied
+ *    weights); softmax_last causal and scaled, rows past 256 columns; embedding with
+ *    repeated ids (its table's gradient equal to the reference's bit for bit: both add
+ *    in token order) and an id past the table refused with its position; token_ce with
+ *    ignored (negative) targets, its gradient from dout NULL (the loss) and from a
+ *    given dout, a target past the vocabulary refused with its position.
  * 2. Three training steps under every strategy, planned with the cuda backend's kernels
  *    (cuDNN's deterministic algorithms, chosen by free memory): parameters bit-identical
  *    to `none` run with the same algorithms, measured peak equal to the planned one
@@ -145,10 +151,50 @@ static float *copy_of(const float *p, int64_t n)
     return q;
 }
 
+/* op_case's variants: a matmul's B (2-d) turned into the op's parameter; the backward
+ * given dout NULL (the constant 1 of a loss). */
+enum { CASE_B_PARAM = 1, CASE_DY_NULL = 2 };
+
+/* Makes t's second input (a matmul's 2-d B) its parameter: n_in 1, B and dB in w, dw. */
+static void b_to_param(struct tk *t)
+{
+    t->op.w = t->in[1];
+    t->op.dw = t->din[1];
+    memset(&t->in[1], 0, sizeof t->in[1]);
+    memset(&t->din[1], 0, sizeof t->din[1]);
+    t->n_in = t->op.n_in = 1;
+}
+
+/* Random inputs: uniform in [-1, 1), and for the integer ones softmax_ce's labels in
+ * [0, K), embedding ids in [0, vocab) and token_ce's targets in [-V/2, V) (a third of
+ * them negative: ignored). */
+static void fill_case(struct tk *t)
+{
+    remat_op type = t->op.type;
+
+    for (int i = 0; i < t->n_in; i++) {
+        int32_t *ids = (int32_t *)t->in[i].data;
+        int64_t lo = 0, hi;
+
+        if (type == REMAT_OP_SOFTMAX_CE && i == 1)
+            hi = t->in[0].shape[1];
+        else if (type == REMAT_OP_EMBEDDING && i == 0)
+            hi = t->op.w.shape[0];
+        else if (type == REMAT_OP_TOKEN_CE && i == 1)
+            hi = t->in[0].shape[t->in[0].ndim - 1], lo = -hi / 2;
+        else {
+            fill_uniform(&t->in[i], -1, 1);
+            continue;
+        }
+        for (int64_t j = 0; j < kt_n(&t->in[i]); j++)
+            ids[j] = (int32_t)(lo + (int64_t)(splitmix64() % (uint64_t)(hi - lo)));
+    }
+}
+
 /* One op: the reference, then the cuda backend with algorithm algo, forward and
- * backward from the same starting values. */
+ * backward from the same starting values (flags: CASE_*). */
 static void op_case(const char *name, remat_op type, int n_in, const struct shp *shapes,
-                    const remat_attrs *at, int32_t algo, bool backward_alg)
+                    const remat_attrs *at, int32_t algo, bool backward_alg, unsigned flags)
 {
     struct tk t;
     struct ktensor in[TK_MAX_IN], *p, *g;
@@ -160,13 +206,9 @@ static void op_case(const char *name, remat_op type, int n_in, const struct shp 
 
     rng_state = rng_seed;
     tk_init(&t, type, n_in, shapes, at);
-    for (int i = 0; i < n_in; i++) {
-        if (type == REMAT_OP_SOFTMAX_CE && i == 1)
-            for (int64_t j = 0; j < kt_n(&t.in[1]); j++)
-                ((int32_t *)t.in[1].data)[j] = (int32_t)(splitmix64() % (uint64_t)t.in[0].shape[1]);
-        else
-            fill_uniform(&t.in[i], -1, 1);
-    }
+    if (flags & CASE_B_PARAM)
+        b_to_param(&t);
+    fill_case(&t);
     if (t.op.w.data)
         fill_uniform(&t.op.w, -1, 1);
     if (t.op.b.data)
@@ -223,6 +265,8 @@ static void op_case(const char *name, remat_op type, int n_in, const struct shp 
         }
     k = tk_bwd_kop(&t, in);
     k.algo = algo;
+    if (flags & CASE_DY_NULL)
+        k.dout.data = NULL;
     if (!backward_alg && (type == REMAT_OP_CONV2D || type == REMAT_OP_CONV_TRANSPOSE2D)) {
         int32_t ids[KERNELS_MAX_ALGOS];
 
@@ -248,6 +292,9 @@ static void op_case(const char *name, remat_op type, int n_in, const struct shp 
             tk_slot(&t, q, &p, &g);
             close_to(name, q < t.n_in ? "dx" : q == t.n_in ? "dw" : "db", g->data, gr[q],
                      kt_n(g));
+            if (type == REMAT_OP_EMBEDDING)
+                CHECK(!memcmp(g->data, gr[q], sizeof(float) * (size_t)kt_n(g)),
+                      "%s: the table's gradient differs from the reference's bits", name);
         }
     if (sc)
         cu_be->release(cu_ctx, sc, need);
@@ -272,20 +319,20 @@ static void op_cases(const char *name, remat_op type, int n_in, const struct shp
     char label[128];
 
     if (type != REMAT_OP_CONV2D && type != REMAT_OP_CONV_TRANSPOSE2D) {
-        op_case(name, type, n_in, shapes, at, 0, false);
+        op_case(name, type, n_in, shapes, at, 0, false, 0);
         return;
     }
     tk_init(&t, type, n_in, shapes, at);
     n = cu_be->algos(cu_ctx, &t.op, false, ids);
     for (int32_t i = 0; i < n; i++) {
         snprintf(label, sizeof label, "%s [%s]", name, cu_be->algo_name(ids[i]));
-        op_case(label, type, n_in, shapes, at, ids[i], false);
+        op_case(label, type, n_in, shapes, at, ids[i], false, 0);
     }
     k = tk_bwd_kop(&t, in);
     n = cu_be->algos(cu_ctx, &k, true, ids);
     for (int32_t i = 0; i < n; i++) {
         snprintf(label, sizeof label, "%s [%s]", name, cu_be->algo_name(ids[i]));
-        op_case(label, type, n_in, shapes, at, ids[i], true);
+        op_case(label, type, n_in, shapes, at, ids[i], true, 0);
     }
     tk_fini(&t);
 }
@@ -343,6 +390,92 @@ static void same_bits_twice(const char *name, remat_op type, const struct shp *s
     free(a);
     free(b);
     unshare(&t);
+}
+
+/* An embedding id (token_ce target) past the table at position 2, and a negative id (a
+ * target past it) at 4: the forward refuses with REMAT_ERR_ARG naming the first. */
+static void refused(const char *name, remat_op type, int n_in, const struct shp *shapes,
+                    const remat_attrs *at, const char *want)
+{
+    struct tk t;
+    bool emb = type == REMAT_OP_EMBEDDING;
+    int32_t *ids, bound;
+    size_t need = 0;
+    void *sc = NULL;
+    remat_status st;
+
+    rng_state = rng_seed;
+    tk_init(&t, type, n_in, shapes, at);
+    fill_case(&t);
+    if (t.op.w.data)
+        fill_uniform(&t.op.w, -1, 1);
+    ids = (int32_t *)t.in[emb ? 0 : 1].data;
+    bound = (int32_t)(emb ? t.op.w.shape[0] : t.in[0].shape[t.in[0].ndim - 1]);
+    ids[2] = bound;
+    ids[4] = emb ? -5 : bound + 3;
+    share_tk(&t);
+    CHECK_OK(cu_be->prepare(cu_ctx, &t.op, false, &need));
+    if (need)
+        REMAT_ASSERT_TEST((sc = cu_be->alloc(cu_ctx, need)));
+    t.op.scratch = sc;
+    t.op.scratch_bytes = need;
+    st = cu_be->forward(cu_ctx, &t.op);
+    CHECK(st == REMAT_ERR_ARG && strstr(remat_errmsg(), want), "%s: status %d, \"%s\"", name,
+          (int)st, remat_errmsg());
+    core_clear_error();
+    if (sc)
+        cu_be->release(cu_ctx, sc, need);
+    unshare(&t);
+}
+
+/* The transformer's ops against the reference (op_case), and their refusals. */
+static void seq_cases(void)
+{
+    const struct shp a4 = S4(2, 3, 4, 5), b4 = S4(2, 3, 5, 6), a4t = S4(2, 3, 5, 4),
+                     b4t = S4(2, 3, 6, 5), a3 = S3(3, 33, 64), b2 = S2(64, 17), b2t = S2(17, 64),
+                     a3t = S3(3, 64, 33);
+    struct shp mm[2] = {a4, b4}, mm_ta[2] = {a4t, b4}, mm_tb[2] = {a4, b4t},
+               mm_tab[2] = {a4t, b4t}, sh[2] = {a3, b2}, sh_ta[2] = {a3t, b2},
+               sh_tb[2] = {a3, b2t}, flat[2] = {S2(33, 64), b2t};
+    const struct shp sm4 = S4(2, 3, 5, 5), sm_wide = S3(1, 300, 300), sm_rect = S2(4, 6),
+                     ids = S2(3, 7), ids_long = S2(4, 50);
+    struct shp ce3[2] = {S3(2, 5, 11), S2(2, 5)}, ce2[2] = {S2(6, 300), S1(6)};
+
+    op_cases("matmul batched", REMAT_OP_MATMUL, 2, mm, NULL);
+    op_cases("matmul A^T", REMAT_OP_MATMUL, 2, mm_ta, &(remat_attrs){.trans_a = true});
+    op_cases("matmul B^T", REMAT_OP_MATMUL, 2, mm_tb, &(remat_attrs){.trans_b = true});
+    op_cases("matmul A^T B^T", REMAT_OP_MATMUL, 2, mm_tab,
+             &(remat_attrs){.trans_a = true, .trans_b = true});
+    op_cases("matmul shared B", REMAT_OP_MATMUL, 2, sh, NULL);
+    op_cases("matmul shared B, A^T", REMAT_OP_MATMUL, 2, sh_ta, &(remat_attrs){.trans_a = true});
+    op_cases("matmul shared B^T", REMAT_OP_MATMUL, 2, sh_tb, &(remat_attrs){.trans_b = true});
+    op_case("matmul param B", REMAT_OP_MATMUL, 2, sh, NULL, 0, false, CASE_B_PARAM);
+    op_case("matmul param B^T (tied)", REMAT_OP_MATMUL, 2, sh_tb,
+            &(remat_attrs){.trans_b = true}, 0, false, CASE_B_PARAM);
+    op_case("matmul param B, A^T", REMAT_OP_MATMUL, 2, sh_ta, &(remat_attrs){.trans_a = true}, 0,
+            false, CASE_B_PARAM);
+    op_case("matmul 2-d param B^T", REMAT_OP_MATMUL, 2, flat, &(remat_attrs){.trans_b = true},
+            0, false, CASE_B_PARAM);
+    op_cases("softmax_last", REMAT_OP_SOFTMAX_LAST, 1, &sm4, NULL);
+    op_cases("softmax_last causal scale 0.35", REMAT_OP_SOFTMAX_LAST, 1, &sm4,
+             &(remat_attrs){.causal = true, .scale = 0.35f});
+    op_cases("softmax_last causal 4x6", REMAT_OP_SOFTMAX_LAST, 1, &sm_rect,
+             &(remat_attrs){.causal = true});
+    op_cases("softmax_last causal wide scale 0.125", REMAT_OP_SOFTMAX_LAST, 1, &sm_wide,
+             &(remat_attrs){.causal = true, .scale = 0.125f});
+    same_bits_twice("softmax_last causal wide", REMAT_OP_SOFTMAX_LAST, &sm_wide,
+                    &(remat_attrs){.causal = true, .scale = 0.125f});
+    op_cases("embedding vocab 5", REMAT_OP_EMBEDDING, 1, &ids,
+             &(remat_attrs){.vocab = 5, .out_channels = 6});
+    op_cases("embedding vocab 150 d 70", REMAT_OP_EMBEDDING, 1, &ids_long,
+             &(remat_attrs){.vocab = 150, .out_channels = 70});
+    op_cases("token_ce 3-d", REMAT_OP_TOKEN_CE, 2, ce3, NULL);
+    op_case("token_ce 3-d dout NULL", REMAT_OP_TOKEN_CE, 2, ce3, NULL, 0, false, CASE_DY_NULL);
+    op_cases("token_ce vocab 300", REMAT_OP_TOKEN_CE, 2, ce2, NULL);
+    refused("embedding id past the table", REMAT_OP_EMBEDDING, 1, &ids,
+            &(remat_attrs){.vocab = 5, .out_channels = 6}, "token id 5 at position 2");
+    refused("token_ce target past the vocabulary", REMAT_OP_TOKEN_CE, 2, ce3, NULL,
+            "label 11 of position 2");
 }
 
 static void test_ops(void)
@@ -405,6 +538,7 @@ static void test_ops(void)
     op_cases("linear bias", REMAT_OP_LINEAR, 1, &x2,
              &(remat_attrs){.out_channels = 7, .bias = true});
     op_cases("softmax_ce", REMAT_OP_SOFTMAX_CE, 2, ce, NULL);
+    seq_cases();
     cu_be->destroy(cu_ctx);
     cu_ctx = NULL;
 }

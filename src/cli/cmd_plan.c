@@ -32,7 +32,7 @@ static void help(FILE *f)
             "                      recompute or offload each value: least simulated time)\n"
             "  --budget B|min      total memory: bytes with a unit (4GiB, 512MB) or min, the\n"
             "                      smallest budget the strategy can meet; resident bytes\n"
-            "                      (parameters, gradients, momentum, inputs) count in it\n"
+            "                      (parameters, gradients, optimizer state, inputs) count in it\n"
             "  --authors-lattice   exact-tc/exact-mc: only the chains the authors' solver\n"
             "                      reaches (its depth-first numbering of the lower sets);\n"
             "                      reproduces their figures, never beats the default\n"
@@ -135,7 +135,7 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
            al ? ", the kernels' scratch included" : "");
     if (al)
         cli_kernels_text(al, kn, pi->scratch_reserve_bytes);
-    printf("resident         %s bytes (%s): parameters, gradients, momentum, inputs\n",
+    printf("resident         %s bytes (%s): parameters, gradients, optimizer state, inputs\n",
            cli_commas(r->resident_bytes, a, sizeof a),
            cli_human((double)r->resident_bytes, b, sizeof b));
     printf("total peak       %s bytes (%s)\n",

@@ -8,6 +8,17 @@
 
 #include "kernels/kernels.h"
 
+/* One AdamW step's scalars, derived once on the host from the options and the step t
+ * (exec/params.c: adamw_coef) so that every backend applies the same floats. */
+struct adamw_coef {
+    float decay;            /* 1 - lr wd */
+    float beta1, c1;        /* beta1, 1 - beta1 */
+    float beta2, c2;        /* beta2, 1 - beta2 */
+    float step_size;        /* lr / (1 - beta1^t) */
+    float bc2_sqrt;         /* sqrt(1 - beta2^t) */
+    float eps;
+};
+
 struct backend_ops {
     const char *name;
     remat_status (*create)(const remat_train_opts *o, void **ctx);
@@ -42,8 +53,9 @@ struct backend_ops {
      * reads and writes itself): memory both the host and the kernels address (the
      * resident block: parameters written by the host, updated by the kernels); the host
      * tier's memory, pinned for fast copies, and a mapped file registered as such; a
-     * read of device bytes into host memory (the loss, the forward hook); SGD on the
-     * kernels' side; and a wait for every queued kernel (before the host reads). */
+     * read of device bytes into host memory (the loss, the forward hook); SGD and AdamW
+     * on the kernels' side (exec/params.c has the formulas); and a wait for every queued
+     * kernel (before the host reads). */
     void *(*alloc_shared)(void *ctx, size_t bytes);
     void (*release_shared)(void *ctx, void *p, size_t bytes);
     void *(*alloc_pinned)(void *ctx, size_t bytes);
@@ -51,6 +63,8 @@ struct backend_ops {
     remat_status (*read)(void *ctx, void *dst, const void *src, size_t n);
     remat_status (*sgd)(void *ctx, float *w, const float *g, float *m, size_t n, float lr,
                         float mu, float wd);
+    remat_status (*adamw)(void *ctx, float *w, const float *g, float *m, float *v, size_t n,
+                          const struct adamw_coef *c);
     remat_status (*sync)(void *ctx);
 };
 

@@ -13,11 +13,11 @@
  *
  * Kernels (kernels/cuda/dnn.c and own.c, dispatched here): convolution and transposed
  * convolution on cuDNN's legacy convolution API,
- * batch norm on cuDNN's (mean and inverse std saved in aux, as kernels.h asks), linear on
- * cuBLAS SGEMM; activations, dropout (the same counter-based draws as the other
+ * batch norm on cuDNN's (mean and inverse std saved in aux, as kernels.h asks), linear and
+ * matmul on cuBLAS SGEMM; activations, dropout (the same counter-based draws as the other
  * backends), add, mul, concat, crop, pad, pooling, global average pooling, the losses,
- * layer norm and GELU on our kernels. Upsampling, softmax and transpose have no kernel
- * here yet (REMAT_ERR_UNSUPPORTED names them).
+ * layer norm, GELU, softmax_last, embedding and token_ce on our kernels. Upsampling,
+ * softmax and transpose have no kernel here yet (REMAT_ERR_UNSUPPORTED names them).
  *
  * Convolution algorithms: cuDNN's own heuristics list them fastest first
  * (cudnnGetConvolution*Algorithm_v7) with their workspace; only deterministic ones are
@@ -33,6 +33,7 @@
  */
 #include "exec/backend.h"
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/optim.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +198,15 @@ static remat_status be_sgd(void *ctx, float *w, const float *g, float *m, size_t
     return REMAT_OK;
 }
 
+static remat_status be_adamw(void *ctx, float *w, const float *g, float *m, float *v,
+                             size_t n, const struct adamw_coef *c)
+{
+    K_TRY(cu_adamw((cu_stream)((struct cuda_ctx *)ctx)->stream, w, g, m, v, (int64_t)n,
+                   c->decay, c->beta1, c->c1, c->beta2, c->c2, c->step_size, c->bc2_sqrt,
+                   c->eps));
+    return REMAT_OK;
+}
+
 /* The host tier: the copy stream starts after the kernels queued so far (an event),
  * and each copy's end is the ticket's event. */
 static uint64_t be_copy_start(void *ctx, void *dst, const void *src, size_t n)
@@ -270,6 +280,8 @@ static remat_status run(struct cuda_ctx *c, const struct kop *op, bool bwd)
         return cuda_bn_run(c, op, bwd);
     if (op->type == REMAT_OP_LINEAR)
         return cuda_linear_run(c, op, bwd);
+    if (op->type == REMAT_OP_MATMUL)
+        return cuda_matmul_run(c, op, bwd);
     need = cuda_own_need(op, bwd);
     c->need = need > c->need ? need : c->need;
     if (c->dry) /* the kernel exists? */
@@ -336,6 +348,7 @@ static const struct backend_ops cuda_ops = {
     .release_pinned = be_release_pinned,
     .read = be_read,
     .sgd = be_sgd,
+    .adamw = be_adamw,
     .sync = be_sync,
 };
 

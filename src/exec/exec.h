@@ -30,7 +30,8 @@ struct remat_trainer {
     struct layout lay;
     char *arena;
     /* Resident storage: one block holding every parameter, then their gradients, then
-     * momentum, then inputs, labels and batch-norm running statistics. */
+     * the optimizer's state (SGD: momentum; AdamW: first moments, then second moments),
+     * then inputs, labels and batch-norm running statistics. */
     float *block;
     size_t block_floats;
     size_t n_param_floats;
@@ -59,6 +60,7 @@ struct remat_trainer {
     double wait_seconds;
     remat_forward_hook hook;
     void *hook_ud;
+    const int32_t *const *tokens; /* remat_trainer_step_tokens's entries during its step */
     bool debug;               /* REMAT_DEBUG set: check every allocation for overlaps */
     bool dry;                 /* preparing: tensors get stand-in data */
     /* The operating system's view: the mark taken as remat_trainer_new began (the
@@ -83,6 +85,16 @@ remat_status make_algos(remat_trainer *t, bool first_only, remat_algos **out);
 /* params.c */
 remat_status params_setup(remat_trainer *t);
 void params_init(remat_trainer *t);
-void params_sgd(remat_trainer *t);
+/* Refuses (REMAT_ERR_ARG) options the update cannot run: an optimizer other than the
+ * training graph's (whose resident bytes count its state), betas outside [0, 1), a
+ * negative or NaN eps, lr or weight decay. */
+remat_status params_check(const remat_trainer *t);
+/* The optimizer's update of every parameter from its gradient (step t->step + 1). */
+remat_status params_update(remat_trainer *t);
+/* AdamW's scalars for step t (from 1) under o (zero betas and eps: the defaults), and
+ * its update of n parameters on the host, in the order params.c states. */
+struct adamw_coef adamw_coef(const remat_train_opts *o, int64_t t);
+void adamw_update(float *w, const float *g, float *m, float *v, size_t n,
+                  const struct adamw_coef *c);
 
 #endif

@@ -1,7 +1,8 @@
 /*
- * params.c - the trainer's resident block: parameters, their gradients and momentum,
- * the input batch and labels, batch-norm running statistics; initialisation, the SGD
- * update, the checksum and the parameter file (docs/formats.md).
+ * params.c - the trainer's resident block: parameters, their gradients and the
+ * optimizer's state, the input batch and labels, batch-norm running statistics;
+ * initialisation, the update (SGD or AdamW), the checksum and the parameter file
+ * (docs/formats.md; the optimizer's state is not saved).
  */
 #include "exec/exec.h"
 
@@ -25,7 +26,7 @@ remat_status params_setup(remat_trainer *t)
     }
     other += (size_t)g->bn_state;
     t->n_param_floats = np;
-    t->block_floats = 3 * np + other;
+    t->block_floats = tgraph_param_copies(t->o.optimizer) * np + other;
     t->block = t->be->alloc_shared ? t->be->alloc_shared(t->ctx, t->block_floats * sizeof(float))
                                    : t->be->alloc(t->ctx, t->block_floats * sizeof(float));
     if (!t->block)
@@ -41,7 +42,7 @@ remat_status params_setup(remat_trainer *t)
         t->vgrad[v] = t->block + np + at;
         at += (size_t)graph_numel(gv);
     }
-    at = 3 * np;
+    at = tgraph_param_copies(t->o.optimizer) * np;
     for (size_t v = 0; v < g->values.n; v++) {
         const struct gvalue *gv = graph_value(g, (int32_t)v);
 
@@ -111,22 +112,118 @@ void params_init(remat_trainer *t)
     }
 }
 
+/* ---------------------------------------------------------------- update */
+
+static const char *const optimizer_names[] = {"sgd", "adamw"};
+_Static_assert(sizeof optimizer_names / sizeof *optimizer_names == REMAT_OPTIMIZER_COUNT,
+               "one name per optimizer");
+
+/* True for x in [lo, hi) (NaN is not). */
+static bool in_range(float x, float lo, float hi)
+{
+    return x >= lo && x < hi;
+}
+
+remat_status params_check(const remat_trainer *t)
+{
+    const remat_train_opts *o = &t->o;
+
+    if ((unsigned)o->optimizer >= REMAT_OPTIMIZER_COUNT)
+        return REMAT_FAIL(REMAT_ERR_ARG, "unknown optimizer %d", (int)o->optimizer);
+    if (o->optimizer != t->tg->optimizer)
+        return REMAT_FAIL(REMAT_ERR_ARG, "the trainer's optimizer is %s but the training "
+                          "graph counts the state of %s in its resident bytes; make it with "
+                          "remat_tgraph_opts.optimizer = the trainer's",
+                          optimizer_names[o->optimizer], optimizer_names[t->tg->optimizer]);
+    if (o->optimizer != REMAT_OPTIMIZER_ADAMW)
+        return REMAT_OK;
+    if (!in_range(o->beta1, 0, 1) || !in_range(o->beta2, 0, 1))
+        return REMAT_FAIL(REMAT_ERR_ARG, "AdamW's betas must be in [0, 1) (0: the defaults "
+                          "0.9, 0.999), not %g and %g", (double)o->beta1, (double)o->beta2);
+    if (!in_range(o->eps, 0, INFINITY) || !in_range(o->lr, 0, INFINITY) ||
+        !in_range(o->weight_decay, 0, INFINITY))
+        return REMAT_FAIL(REMAT_ERR_ARG, "AdamW's eps, lr and weight decay must be "
+                          "non-negative numbers, not %g, %g and %g", (double)o->eps,
+                          (double)o->lr, (double)o->weight_decay);
+    return REMAT_OK;
+}
+
+/* The scalars as torch.optim.AdamW (1.13) forms them: in double from the options (as
+ * Python floats), each rounded to float32 once where the tensor op takes it. */
+struct adamw_coef adamw_coef(const remat_train_opts *o, int64_t t)
+{
+    double lr = o->lr, wd = o->weight_decay;
+    double b1 = o->beta1 ? o->beta1 : 0.9f, b2 = o->beta2 ? o->beta2 : 0.999f;
+    double eps = o->eps ? o->eps : 1e-8f;
+    struct adamw_coef c;
+
+    c.decay = (float)(1 - lr * wd);
+    c.beta1 = (float)b1;
+    c.c1 = (float)(1 - b1);
+    c.beta2 = (float)b2;
+    c.c2 = (float)(1 - b2);
+    c.step_size = (float)(lr / (1 - pow(b1, (double)t)));
+    c.bc2_sqrt = (float)sqrt(1 - pow(b2, (double)t));
+    c.eps = (float)eps;
+    return c;
+}
+
+/*
+ * torch.optim.AdamW (1.13, amsgrad and maximize off), each element in float32 in this
+ * order (the library is built without contraction, so no step is fused):
+ *   w = w * decay                      param.mul_(1 - lr * wd)
+ *   m = m * beta1 + c1 * g             exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+ *   v = v * beta2 + (c2 * g) * g       exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
+ *   d = sqrt(v) / bc2_sqrt + eps       (exp_avg_sq.sqrt() / sqrt(1 - beta2^t)).add_(eps)
+ *   w = w - (step_size * m) / d        param.addcdiv_(exp_avg, d, value=-step_size)
+ * PyTorch's vectorised add may fuse m's multiply-add (one rounding less), and its
+ * scalars come from Python doubles where ours come from floats: the two agree to about
+ * 1e-7 relative, not bit for bit. The cuda kernel (kernels/cuda/optim.cu) repeats this
+ * order exactly.
+ */
+void adamw_update(float *w, const float *g, float *m, float *v, size_t n,
+                  const struct adamw_coef *c)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = w[i] * c->decay, d;
+
+        m[i] = m[i] * c->beta1 + c->c1 * g[i];
+        v[i] = v[i] * c->beta2 + (c->c2 * g[i]) * g[i];
+        d = sqrtf(v[i]) / c->bc2_sqrt + c->eps;
+        w[i] = x - (c->step_size * m[i]) / d;
+    }
+}
+
 /* torch.optim.SGD: d = g + wd * w; m = mu * m + d; w -= lr * m. */
-void params_sgd(remat_trainer *t)
+static remat_status sgd_update(remat_trainer *t)
 {
     float *w = t->block, *gr = t->block + t->n_param_floats, *m = gr + t->n_param_floats;
     float lr = t->o.lr, mu = t->o.momentum, wd = t->o.weight_decay;
 
-    if (t->be->sgd) { /* on the device: the same formula */
-        t->be->sgd(t->ctx, w, gr, m, t->n_param_floats, lr, mu, wd);
-        return;
-    }
+    if (t->be->sgd) /* on the device: the same formula */
+        return t->be->sgd(t->ctx, w, gr, m, t->n_param_floats, lr, mu, wd);
     for (size_t i = 0; i < t->n_param_floats; i++) {
         float d = gr[i] + wd * w[i];
 
         m[i] = mu * m[i] + d;
         w[i] -= lr * m[i];
     }
+    return REMAT_OK;
+}
+
+remat_status params_update(remat_trainer *t)
+{
+    size_t n = t->n_param_floats;
+    float *w = t->block, *gr = w + n, *m = gr + n, *v = m + n;
+    struct adamw_coef c;
+
+    if (t->o.optimizer != REMAT_OPTIMIZER_ADAMW)
+        return sgd_update(t);
+    c = adamw_coef(&t->o, t->step + 1);
+    if (t->be->adamw) /* on the device: the same order */
+        return t->be->adamw(t->ctx, w, gr, m, v, n, &c);
+    adamw_update(w, gr, m, v, n, &c);
+    return REMAT_OK;
 }
 
 uint64_t remat_trainer_param_checksum(const remat_trainer *t)

@@ -123,6 +123,8 @@ remat_status remat_tgraph_from_graph(const remat_graph *g, const remat_tgraph_op
         opts = *o;
     if ((unsigned)opts.cost > REMAT_COST_KUSUMOTO)
         return REMAT_FAIL(REMAT_ERR_ARG, "unknown cost model %d", (int)opts.cost);
+    if ((unsigned)opts.optimizer >= REMAT_OPTIMIZER_COUNT)
+        return REMAT_FAIL(REMAT_ERR_ARG, "unknown optimizer %d", (int)opts.optimizer);
     align = opts.align ? opts.align : 64;
     a = graph_al(g);
     n_values = g->values.n;
@@ -138,6 +140,7 @@ remat_status remat_tgraph_from_graph(const remat_graph *g, const remat_tgraph_op
     if ((s = tgraph_alloc(a, (int32_t)n_values, (int32_t)g->ops.n, n_ints, &tg)))
         goto out;
     mark_grads(g, dep, reach);
+    tg->optimizer = opts.optimizer;
 
     for (size_t i = 0; i < n_values; i++) {
         const struct gvalue *gv = graph_value(g, (int32_t)i);
@@ -155,7 +158,7 @@ remat_status remat_tgraph_from_graph(const remat_graph *g, const remat_tgraph_op
         if (gv->kind == VK_PARAM)
             tg->n_params += graph_numel(gv);
         if (gv->kind == VK_PARAM)
-            tg->resident_bytes += 3 * bytes; /* value, gradient, momentum */
+            tg->resident_bytes += tgraph_param_copies(opts.optimizer) * bytes;
         else if (gv->kind == VK_INPUT || gv->kind == VK_LABEL)
             tg->resident_bytes += bytes;
         v->name = core_strdup(a, gv->name);

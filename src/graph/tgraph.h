@@ -54,6 +54,7 @@ struct remat_tgraph {
     int64_t n_params;
     double forward_flops;
     size_t resident_bytes;
+    remat_optimizer optimizer; /* whose state resident_bytes counts (tgraph_param_copies) */
     bool file_order;       /* ops in a dump's record order, which may not be topological */
 };
 
@@ -67,6 +68,13 @@ remat_status tgraph_alloc(const remat_allocator *a, int32_t n_values, int32_t n_
                           size_t n_ints, remat_tgraph **out);
 /* Fills n_planned, n_grad_writers and the value costs' derived counts after building. */
 void tgraph_finish(remat_tgraph *tg);
+
+/* The resident copies of each parameter under optimizer o: its value, its gradient and
+ * the optimizer's state (SGD: the momentum; AdamW: the first and second moments). */
+static inline size_t tgraph_param_copies(remat_optimizer o)
+{
+    return o == REMAT_OPTIMIZER_ADAMW ? 4 : 3;
+}
 
 /* Buffers of a value. */
 static inline int32_t tgraph_fbuf(const remat_tgraph *tg, int32_t v)

@@ -405,6 +405,8 @@ remat_status remat_tgraph_read_dump(const char *path, const remat_tgraph_opts *o
                           "FLOPs are unknown: use the kusumoto cost", path);
     if ((unsigned)opts.cost > REMAT_COST_KUSUMOTO)
         return REMAT_FAIL(REMAT_ERR_ARG, "unknown cost model %d", (int)opts.cost);
+    if ((unsigned)opts.optimizer >= REMAT_OPTIMIZER_COUNT)
+        return REMAT_FAIL(REMAT_ERR_ARG, "unknown optimizer %d", (int)opts.optimizer);
     if ((s = read_file(&r)) || (s = split_lines(&r)))
         goto out;
     l = next_line(&r);
@@ -439,6 +441,11 @@ remat_status remat_tgraph_read_dump(const char *path, const remat_tgraph_opts *o
         goto out;
     s = build(&r, vars, recs, (int32_t)nm[0], (int32_t)(nm[1] / 2), producer, grad,
               opts.align ? opts.align : 1, out);
+    if (!s) { /* the optimizer's state beyond SGD's momentum (build counts three copies) */
+        (*out)->optimizer = opts.optimizer;
+        (*out)->resident_bytes += (tgraph_param_copies(opts.optimizer) - 3) *
+                                  (size_t)(*out)->n_params * 4;
+    }
 out:
     if (vars)
         for (int64_t i = 0; i < nm[0]; i++)

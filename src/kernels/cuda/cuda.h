@@ -68,6 +68,7 @@ const char *cuda_algo_name(int32_t id);
 remat_status cuda_conv_run(struct cuda_ctx *c, const struct kop *op, bool bwd);
 remat_status cuda_bn_run(struct cuda_ctx *c, const struct kop *op, bool bwd);
 remat_status cuda_linear_run(struct cuda_ctx *c, const struct kop *op, bool bwd);
+remat_status cuda_matmul_run(struct cuda_ctx *c, const struct kop *op, bool bwd);
 
 /* own.c: the other ops on our kernels; the scratch they take; whether one exists. */
 remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op);

@@ -1,11 +1,12 @@
 /*
- * cuda_kernels.h - the cuda backend's own kernels (cuda_kernels.cu; seq.cu for layer norm
- * and GELU), for the ops cuDNN and cuBLAS do not run (exec/backend_cuda.c says which run
- * where). Each launcher queues its kernel on stream s and returns cudaGetLastError() as
- * an int (0: queued). Tensors are float32 NCHW in device memory; gradients accumulate
- * (+=), as every kernel of kernels.h. A NULL dy reads as the constant 1. Sums run in a
- * fixed order (one thread per output, or per gathered input element; layer norm's rows
- * in a fixed tree within a block), so results repeat bit for bit.
+ * cuda_kernels.h - the cuda backend's own kernels (cuda_kernels.cu; seq.cu for layer norm,
+ * GELU, softmax_last, embedding and token_ce), for the ops cuDNN and cuBLAS do not run
+ * (exec/backend_cuda.c says which run where). Each launcher queues its kernel on stream s
+ * and returns cudaGetLastError() as an int (0: queued). Tensors are float32 NCHW in
+ * device memory; gradients accumulate (+=), as every kernel of kernels.h. A NULL dy
+ * reads as the constant 1. Sums run in a fixed order (one thread per output, or per
+ * gathered input element; a row's sums in a fixed tree within a block), so results
+ * repeat bit for bit.
  */
 #ifndef REMAT_CUDA_KERNELS_H
 #define REMAT_CUDA_KERNELS_H
@@ -73,6 +74,30 @@ int cu_layer_norm_bwd(cu_stream s, const float *x, const float *gamma, const flo
 int cu_gelu_fwd(cu_stream s, int approximate, const float *x, float *y, int64_t n);
 int cu_gelu_bwd(cu_stream s, int approximate, const float *x, const float *dy, float *dx,
                 int64_t n);
+/* seq.cu: softmax over the last axis of x seen as (rows, n), of scale * x; with causal,
+ * row r takes columns j <= r % m (m rows a matrix) and the rest get 0. The backward reads
+ * y: dx += scale y (dy - sum dy y). */
+int cu_softmax_last_fwd(cu_stream s, const float *x, float *y, int64_t rows, int64_t m,
+                        int64_t n, int causal, double scale);
+int cu_softmax_last_bwd(cu_stream s, const float *y, const float *dy, float *dx,
+                        int64_t rows, int64_t n, double scale);
+/* seq.cu: embedding, y[t, :] = w[ids[t], :] for n tokens of a (vocab, d) table; *bad
+ * (device, all ones before) gets the least position whose id is outside [0, vocab). The
+ * backward adds dy's rows into dw in token order (ids outside the table skipped). */
+int cu_embedding_fwd(cu_stream s, const int32_t *ids, const float *w, float *y,
+                     unsigned long long *bad, int64_t n, int64_t vocab, int64_t d);
+int cu_embedding_bwd(cu_stream s, const int32_t *ids, const float *dy, float *dw, int64_t n,
+                     int64_t vocab, int64_t d);
+/* seq.cu: token cross-entropy over logits (rows, v) and rows targets, a negative one
+ * ignored: loss[0] = the mean over the others (0 when none), prob = softmax; rowloss is
+ * rows doubles of scratch; *bad (device, all ones before) gets the least row whose
+ * target is >= v. The backward reads prob and the targets; count is one double of
+ * scratch. */
+int cu_token_ce_fwd(cu_stream s, const float *x, const int32_t *lab, float *prob,
+                    float *loss, double *rowloss, unsigned long long *bad, int64_t rows,
+                    int64_t v);
+int cu_token_ce_bwd(cu_stream s, const float *prob, const int32_t *lab, const float *dy,
+                    float *dx, double *count, int64_t rows, int64_t v);
 /* SGD as torch.optim.SGD: d = g + wd w; m = mu m + d; w -= lr m */
 int cu_sgd(cu_stream s, float *w, const float *g, float *m, int64_t n, float lr, float mu,
            float wd);

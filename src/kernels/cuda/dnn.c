@@ -1,11 +1,12 @@
 /*
  * dnn.c - the cuda backend's ops on cuDNN and cuBLAS: convolution and transposed
  * convolution (cuDNN's legacy API; algorithms from its heuristics, deterministic ones
- * only, named and numbered as exec/backend_cuda.c says), batch norm (cuDNN), linear
- * (cuBLAS SGEMM, no TF32).
+ * only, named and numbered as exec/backend_cuda.c says), batch norm (cuDNN), linear and
+ * the batched matrix product (cuBLAS SGEMM, no TF32).
  */
 #include "kernels/cuda/cuda.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -449,4 +450,154 @@ remat_status cuda_linear_run(struct cuda_ctx *c, const struct kop *op, bool bwd)
     if (op->db.data)
         K_TRY(cu_bias_grad_rows(s, op->dout.data, op->db.data, n, o));
     return REMAT_OK;
+}
+
+/* ------------------------------------------------------------------- matmul */
+
+/*
+ * One row-major product per batch, P = op(Q) op(R), P (p1, p2), inner the axis summed:
+ * Q stored (p1, inner), or with tq (inner, p1); R stored (inner, p2), or with tr (p2,
+ * inner); the batches sq, sr, sp floats apart (0: one matrix for all). cuBLAS is
+ * column-major, where a row-major X reads as X^T, so it computes P^T = op(R)^T op(Q)^T.
+ */
+struct rm_gemm {
+    bool tq, tr;
+    int64_t p1, p2, inner, nb;
+    const float *q, *r;
+    float *p;
+    int64_t sq, sr, sp;
+};
+
+static remat_status rm_gemm_run(struct cuda_ctx *c, const struct rm_gemm *g, const float *beta)
+{
+    int m = (int)g->p2, n = (int)g->p1, k = (int)g->inner;
+    int lda = (int)(g->tr ? g->inner : g->p2), ldb = (int)(g->tq ? g->p1 : g->inner);
+    cublasOperation_t oa = g->tr ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t ob = g->tq ? CUBLAS_OP_T : CUBLAS_OP_N;
+
+    if (g->p1 > INT_MAX || g->p2 > INT_MAX || g->inner > INT_MAX || g->nb > INT_MAX)
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "cuda backend: a matmul of %lld x %lld x "
+                          "%lld (%lld batches) is past cuBLAS's int sizes", (long long)g->p1,
+                          (long long)g->p2, (long long)g->inner, (long long)g->nb);
+    if (g->nb == 1)
+        BLAS_TRY(cublasSgemm(c->blas, oa, ob, m, n, k, &ONE, g->r, lda, g->q, ldb, beta, g->p,
+                             m));
+    else
+        BLAS_TRY(cublasSgemmStridedBatched(c->blas, oa, ob, m, n, k, &ONE, g->r, lda, g->sr,
+                                           g->q, ldb, g->sq, beta, g->p, m, g->sp,
+                                           (int)g->nb));
+    return REMAT_OK;
+}
+
+/* The sizes of a matmul op as ref/matmul.c has them: nb batches of A (M, K) (stored
+ * (K, M) with ta) times B (K, N) (stored (N, K) with tb); sb 0: one B for all. */
+struct mm_geom {
+    int64_t nb, m, k, n, sa, sb, sy;
+    bool ta, tb;
+};
+
+static struct mm_geom mm_geom_of(const struct kop *op)
+{
+    const struct ktensor *a = &op->in[0], *b = kop_matmul_b(op);
+    struct mm_geom g;
+
+    g.ta = op->at->trans_a;
+    g.tb = op->at->trans_b;
+    g.m = a->shape[a->ndim - (g.ta ? 1 : 2)];
+    g.k = a->shape[a->ndim - (g.ta ? 2 : 1)];
+    g.n = b->shape[b->ndim - (g.tb ? 2 : 1)];
+    g.sa = g.m * g.k;
+    g.sy = g.m * g.n;
+    g.sb = b->ndim == 2 ? 0 : g.k * g.n;
+    g.nb = ktensor_numel(&op->out) / (g.sy ? g.sy : 1);
+    return g;
+}
+
+/* y = A B; a shared B under an untransposed A is one product of (nb M, K) by B. */
+static remat_status mm_forward(struct cuda_ctx *c, const struct kop *op,
+                               const struct mm_geom *g)
+{
+    struct rm_gemm r = {.tq = g->ta, .tr = g->tb, .p1 = g->m, .p2 = g->n, .inner = g->k,
+                        .nb = g->nb, .q = op->in[0].data, .r = kop_matmul_b(op)->data,
+                        .p = op->out.data, .sq = g->sa, .sr = g->sb, .sp = g->sy};
+
+    if (!g->sb && !g->ta) {
+        r.p1 *= g->nb;
+        r.nb = 1;
+    }
+    return rm_gemm_run(c, &r, &ZERO);
+}
+
+/* dA += dy B^T, or with ta dA^T += B dy^T (folded as the forward when B is shared). */
+static remat_status mm_grad_a(struct cuda_ctx *c, const struct kop *op,
+                              const struct mm_geom *g)
+{
+    struct rm_gemm r = {.tq = false, .tr = !g->tb, .p1 = g->m, .p2 = g->k, .inner = g->n,
+                        .nb = g->nb, .q = op->dout.data, .r = kop_matmul_b(op)->data,
+                        .p = op->din[0].data, .sq = g->sy, .sr = g->sb, .sp = g->sa};
+
+    if (g->ta) {
+        r = (struct rm_gemm){.tq = g->tb, .tr = true, .p1 = g->k, .p2 = g->m, .inner = g->n,
+                             .nb = g->nb, .q = kop_matmul_b(op)->data, .r = op->dout.data,
+                             .p = op->din[0].data, .sq = g->sb, .sr = g->sy, .sp = g->sa};
+    } else if (!g->sb) {
+        r.p1 *= g->nb;
+        r.nb = 1;
+    }
+    return rm_gemm_run(c, &r, &ONE);
+}
+
+/* dB += A^T dy, or with tb dB^T += dy^T A, per batch. A shared B sums over the batches:
+ * under an untransposed A as one product over the nb M rows, else batch by batch onto
+ * dB (beta 1, in batch order). */
+static remat_status mm_grad_b(struct cuda_ctx *c, const struct kop *op,
+                              const struct mm_geom *g)
+{
+    struct rm_gemm r = {.tq = !g->ta, .tr = false, .p1 = g->k, .p2 = g->n, .inner = g->m,
+                        .nb = g->nb, .q = op->in[0].data, .r = op->dout.data,
+                        .p = kop_matmul_db(op)->data, .sq = g->sa, .sr = g->sy, .sp = g->sb};
+    remat_status st = REMAT_OK;
+
+    if (g->tb)
+        r = (struct rm_gemm){.tq = true, .tr = g->ta, .p1 = g->n, .p2 = g->k, .inner = g->m,
+                             .nb = g->nb, .q = op->dout.data, .r = op->in[0].data,
+                             .p = kop_matmul_db(op)->data, .sq = g->sy, .sr = g->sa,
+                             .sp = g->sb};
+    if (g->sb)
+        return rm_gemm_run(c, &r, &ONE);
+    if (!g->ta) {
+        r.inner *= g->nb;
+        r.nb = 1;
+        return rm_gemm_run(c, &r, &ONE);
+    }
+    for (int64_t t = 0; t < g->nb && !st; t++) {
+        struct rm_gemm one = r;
+
+        one.nb = 1;
+        one.q += t * r.sq;
+        one.r += t * r.sr;
+        st = rm_gemm_run(c, &one, &ONE);
+    }
+    return st;
+}
+
+/* Row-major matrices of ref/matmul.c through cuBLAS: forward y = A B, backward dA and
+ * dB accumulated with beta = 1 (B a data input or the op's parameter, kernels.h). */
+remat_status cuda_matmul_run(struct cuda_ctx *c, const struct kop *op, bool bwd)
+{
+    struct mm_geom g = mm_geom_of(op);
+    remat_status st = REMAT_OK;
+
+    if (c->dry || g.nb == 0 || g.sy == 0)
+        return REMAT_OK;
+    if (!bwd)
+        return mm_forward(c, op, &g);
+    if (!op->dout.data)
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "cuda backend: a matmul backward needs its "
+                          "output's gradient (it is no loss)");
+    if (op->din[0].data && g.k)
+        st = mm_grad_a(c, op, &g);
+    if (!st && kop_matmul_db(op)->data && g.k)
+        st = mm_grad_b(c, op, &g);
+    return st;
 }

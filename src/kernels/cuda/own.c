@@ -1,7 +1,7 @@
 /*
  * own.c - the cuda backend's ops on our own kernels (cuda_kernels.cu, seq.cu):
  * activations, dropout, add, mul, concat, crop, pad, the poolings, the losses, layer norm
- * and GELU.
+ * and GELU, and the transformer's softmax_last, embedding and token_ce (seq_fwd, seq_bwd).
  */
 #include "kernels/cuda/cuda.h"
 
@@ -47,6 +47,119 @@ static double ln_eps(const remat_attrs *at)
     return at->eps > 0 ? at->eps : 1e-5;
 }
 
+/* ------------------------------------------------------- transformer ops */
+
+/* softmax_last's scale, as ref/matmul.c: 0 means 1 */
+static double sm_scale(const remat_attrs *at)
+{
+    return at->scale != 0 ? (double)at->scale : 1.0;
+}
+
+/* The least bad position a kernel flagged in the all-ones word at flag (ULLONG_MAX:
+ * none), after the stream has run it. */
+static remat_status read_flag(struct cuda_ctx *c, const void *flag, unsigned long long *bad)
+{
+    CU_TRY(cudaMemcpyAsync(bad, flag, sizeof *bad, cudaMemcpyDeviceToHost, c->stream));
+    CU_TRY(cudaStreamSynchronize(c->stream));
+    return REMAT_OK;
+}
+
+/* embedding forward: the gather, then a token id outside the table refused by position */
+static remat_status embedding_fwd(struct cuda_ctx *c, const struct kop *op)
+{
+    const int32_t *ids = (const int32_t *)op->in[0].data;
+    int64_t n = ktensor_numel(&op->in[0]), vocab = op->w.shape[0], d = op->w.shape[1];
+    unsigned long long bad = 0;
+    int32_t id = 0;
+    remat_status st;
+
+    K_TRY(cudaMemsetAsync(op->scratch, 0xff, sizeof bad, c->stream));
+    K_TRY(cu_embedding_fwd((cu_stream)c->stream, ids, op->w.data, op->out.data,
+                           (unsigned long long *)op->scratch, n, vocab, d));
+    if ((st = read_flag(c, op->scratch, &bad)) || bad == ~0ull)
+        return st;
+    CU_TRY(cudaMemcpy(&id, ids + bad, sizeof id, cudaMemcpyDefault));
+    return REMAT_FAIL(REMAT_ERR_ARG, "embedding: token id %d at position %lld is outside the "
+                      "vocabulary of %lld", (int)id, (long long)bad, (long long)vocab);
+}
+
+/* token_ce forward: scratch = the flag (64 bytes), then a double per row */
+static remat_status token_ce_fwd(struct cuda_ctx *c, const struct kop *op)
+{
+    const int32_t *lab = (const int32_t *)op->in[1].data;
+    int64_t v = op->in[0].shape[op->in[0].ndim - 1], rows = ktensor_numel(&op->in[0]) / v;
+    unsigned long long bad = 0;
+    int32_t l = 0;
+    char *ws = op->scratch;
+    remat_status st;
+
+    K_TRY(cudaMemsetAsync(ws, 0xff, sizeof bad, c->stream));
+    K_TRY(cu_token_ce_fwd((cu_stream)c->stream, op->in[0].data, lab, op->aux.data, op->out.data,
+                          (double *)(ws + 64), (unsigned long long *)ws, rows, v));
+    if ((st = read_flag(c, ws, &bad)) || bad == ~0ull)
+        return st;
+    CU_TRY(cudaMemcpy(&l, lab + bad, sizeof l, cudaMemcpyDefault));
+    return REMAT_FAIL(REMAT_ERR_ARG, "token_ce: label %d of position %lld is not a class in "
+                      "[0, %lld)", (int)l, (long long)bad, (long long)v);
+}
+
+/* softmax_last, embedding and token_ce forward */
+static remat_status seq_fwd(struct cuda_ctx *c, const struct kop *op)
+{
+    const struct ktensor *x = &op->in[0];
+
+    switch (op->type) {
+    case REMAT_OP_SOFTMAX_LAST: {
+        int64_t n = x->shape[x->ndim - 1];
+
+        K_TRY(cu_softmax_last_fwd((cu_stream)c->stream, x->data, op->out.data,
+                                  ktensor_numel(x) / n, x->shape[x->ndim - 2], n,
+                                  op->at->causal, sm_scale(op->at)));
+        return REMAT_OK;
+    }
+    case REMAT_OP_EMBEDDING:
+        return embedding_fwd(c, op);
+    default:
+        return token_ce_fwd(c, op);
+    }
+}
+
+/* their backwards: softmax_last reads y, embedding the ids (its table's gradient only),
+ * token_ce the probabilities and the targets (scratch: the count of those that count) */
+static remat_status seq_bwd(struct cuda_ctx *c, const struct kop *op)
+{
+    cu_stream s = (cu_stream)c->stream;
+    const struct ktensor *y = &op->out;
+
+    switch (op->type) {
+    case REMAT_OP_SOFTMAX_LAST: {
+        int64_t n = y->shape[y->ndim - 1];
+
+        if (op->din[0].data)
+            K_TRY(cu_softmax_last_bwd(s, y->data, op->dout.data, op->din[0].data,
+                                      ktensor_numel(y) / n, n, sm_scale(op->at)));
+        return REMAT_OK;
+    }
+    case REMAT_OP_EMBEDDING:
+        if (op->dw.data)
+            K_TRY(cu_embedding_bwd(s, (const int32_t *)op->in[0].data, op->dout.data,
+                                   op->dw.data, ktensor_numel(&op->in[0]), op->w.shape[0],
+                                   op->w.shape[1]));
+        return REMAT_OK;
+    default: {
+        int64_t v = op->aux.shape[op->aux.ndim - 1];
+
+        if (op->din[0].data)
+            K_TRY(cu_token_ce_bwd(s, op->aux.data, (const int32_t *)op->in[1].data,
+                                  op->dout.data, op->din[0].data, (double *)op->scratch,
+                                  ktensor_numel(&op->aux) / v, v));
+        return REMAT_OK;
+    }
+    }
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
 remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
 {
     cu_stream s = (cu_stream)c->stream;
@@ -54,6 +167,10 @@ remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
     int64_t n = ktensor_numel(&op->out);
 
     switch (op->type) {
+    case REMAT_OP_SOFTMAX_LAST:
+    case REMAT_OP_EMBEDDING:
+    case REMAT_OP_TOKEN_CE:
+        return seq_fwd(c, op);
     case REMAT_OP_RELU:
         K_TRY(cu_act_fwd(s, 0, 0, 0, op->in[0].data, op->out.data, n));
         return REMAT_OK;
@@ -165,6 +282,10 @@ remat_status cuda_own_bwd(struct cuda_ctx *c, const struct kop *op)
     int64_t n = ktensor_numel(&op->out);
 
     switch (op->type) {
+    case REMAT_OP_SOFTMAX_LAST:
+    case REMAT_OP_EMBEDDING:
+    case REMAT_OP_TOKEN_CE:
+        return seq_bwd(c, op);
     case REMAT_OP_RELU:
     case REMAT_OP_CLIP:
     case REMAT_OP_LEAKY_RELU:
@@ -265,11 +386,17 @@ remat_status cuda_own_bwd(struct cuda_ctx *c, const struct kop *op)
                       remat_op_name(op->type));
 }
 
-/* The scratch our own kernels take: softmax_ce's forward, a flag and a double per row. */
+/* The scratch our own kernels take: softmax_ce's and token_ce's forward, a flag and a
+ * double per row; token_ce's backward, the count of its targets; embedding's forward, a
+ * flag. */
 size_t cuda_own_need(const struct kop *op, bool bwd)
 {
     if (op->type == REMAT_OP_SOFTMAX_CE && !bwd)
         return 64 + 8 * (size_t)op->in[0].shape[0];
+    if (op->type == REMAT_OP_TOKEN_CE)
+        return bwd ? 64 : 64 + 8 * (size_t)ktensor_numel(&op->in[1]);
+    if (op->type == REMAT_OP_EMBEDDING && !bwd)
+        return 64;
     return 0;
 }
 
@@ -280,7 +407,7 @@ bool cuda_own_has(remat_op type)
         REMAT_OP_ADD, REMAT_OP_MUL, REMAT_OP_CONCAT, REMAT_OP_CROP, REMAT_OP_PAD,
         REMAT_OP_MAX_POOL, REMAT_OP_AVG_POOL, REMAT_OP_GLOBAL_AVG_POOL, REMAT_OP_SOFTMAX_CE,
         REMAT_OP_SUM_LOSSES, REMAT_OP_FLATTEN, REMAT_OP_RESHAPE, REMAT_OP_LAYER_NORM,
-        REMAT_OP_GELU,
+        REMAT_OP_GELU, REMAT_OP_SOFTMAX_LAST, REMAT_OP_EMBEDDING, REMAT_OP_TOKEN_CE,
     };
 
     for (size_t i = 0; i < sizeof have / sizeof have[0]; i++)

@@ -14,6 +14,15 @@
  *
  * GELU: one thread per element, grid-stride, in double as the reference (and the
  * sigmoid of cuda_kernels.cu) computes it.
+ *
+ * Softmax over the last axis and token cross-entropy (ref/matmul.c, ref/loss.c): one
+ * block per row, as layer norm (the row's maximum, then its sum of exponentials in
+ * double in a fixed tree). The loss's mean and the count of targets that count come
+ * from one block adding the rows in a fixed tree. Embedding: a gather forward; its
+ * backward gives lane l of each column the tokens whose id is l modulo EMB_LANES, in
+ * token order, so each table row is written by one thread in the reference's order
+ * (the same bits as ref/matmul.c, no atomics). Ids or targets outside the table set a
+ * device flag to the least bad position (atomicMin: the same whatever the order).
  */
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -235,5 +244,230 @@ extern "C" int cu_gelu_bwd(cu_stream s, int approximate, const float *x, const f
                            float *dx, int64_t n)
 {
     k_gelu_bwd<<<grid_for(n, THREADS), THREADS, 0, s>>>(approximate, x, dy, dx, n);
+    return (int)cudaGetLastError();
+}
+
+/* --------------------------------------------------------------- softmax_last */
+
+/* The largest of every thread's v (exact: no order matters); every thread gets it. */
+__device__ static double block_max(double v, double *sh)
+{
+    unsigned t = threadIdx.x;
+
+    sh[t] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+        if (t < s && sh[t + s] > sh[t])
+            sh[t] = sh[t + s];
+        __syncthreads();
+    }
+    v = sh[0];
+    __syncthreads();
+    return v;
+}
+
+/* Per row r of n: the first w columns (causal: w = r % m + 1, at most n) get
+ * exp(s (x - max)) / sum, the others 0. */
+__global__ static void k_sm_fwd(const float *x, float *y, int64_t rows, int64_t m, int64_t n,
+                                int causal, double sc)
+{
+    __shared__ double sh[LN_MAX];
+
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + r * n;
+        int64_t w = causal && r % m + 1 < n ? r % m + 1 : n;
+        double mx = -INFINITY, part = 0, sum;
+
+        for (int64_t k = threadIdx.x; k < w; k += blockDim.x)
+            mx = (double)xr[k] > mx ? (double)xr[k] : mx;
+        mx = block_max(mx, sh);
+        for (int64_t k = threadIdx.x; k < w; k += blockDim.x)
+            part += exp(sc * ((double)xr[k] - mx));
+        sum = block_sum(part, sh);
+        for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
+            y[r * n + k] = k < w ? (float)(exp(sc * ((double)xr[k] - mx)) / sum) : 0.0f;
+    }
+}
+
+/* Per row: dx += s y (dy - sum_k dy y). */
+__global__ static void k_sm_bwd(const float *y, const float *dy, float *dx, int64_t rows,
+                                int64_t n, double sc)
+{
+    __shared__ double sh[LN_MAX];
+
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        double part = 0, dot;
+
+        for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
+            part += (dy ? (double)dy[r * n + k] : 1.0) * y[r * n + k];
+        dot = block_sum(part, sh);
+        for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+            int64_t i = r * n + k;
+
+            dx[i] += (float)(sc * (double)y[i] * ((dy ? (double)dy[i] : 1.0) - dot));
+        }
+    }
+}
+
+extern "C" int cu_softmax_last_fwd(cu_stream s, const float *x, float *y, int64_t rows,
+                                   int64_t m, int64_t n, int causal, double scale)
+{
+    k_sm_fwd<<<grid_for(rows, 1), ln_threads(n), 0, s>>>(x, y, rows, m, n, causal, scale);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cu_softmax_last_bwd(cu_stream s, const float *y, const float *dy, float *dx,
+                                   int64_t rows, int64_t n, double scale)
+{
+    k_sm_bwd<<<grid_for(rows, 1), ln_threads(n), 0, s>>>(y, dy, dx, rows, n, scale);
+    return (int)cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------ embedding */
+
+#define EMB_COLS 32  /* backward: columns per block */
+#define EMB_ROWS 8   /* backward: lanes per block */
+#define EMB_LANES 64 /* backward: lanes per column (a multiple of EMB_ROWS) */
+
+/* y[t, j] = w[id_t, j]; a bad id gives 0 and flags its position. */
+__global__ static void k_emb_fwd(const int32_t *ids, const float *w, float *y,
+                                 unsigned long long *bad, int64_t n, int64_t vocab, int64_t d)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n * d;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = i / d, j = i % d, id = ids[t];
+
+        if (id < 0 || id >= vocab) {
+            y[i] = 0.0f;
+            if (j == 0)
+                atomicMin(bad, (unsigned long long)t);
+        } else {
+            y[i] = w[id * d + j];
+        }
+    }
+}
+
+/* dw[id_t, j] += dy[t, j] for the tokens of this thread's lane, in token order; bad ids
+ * are skipped (the forward refused them). */
+__global__ static void k_emb_bwd(const int32_t *ids, const float *dy, float *dw, int64_t n,
+                                 int64_t vocab, int64_t d)
+{
+    int64_t j = (int64_t)blockIdx.x * EMB_COLS + threadIdx.x;
+    int64_t lane = (int64_t)blockIdx.y * EMB_ROWS + threadIdx.y;
+
+    if (j >= d)
+        return;
+    for (int64_t t = 0; t < n; t++) {
+        int64_t id = ids[t];
+
+        if (id >= 0 && id < vocab && id % EMB_LANES == lane)
+            dw[id * d + j] += dy ? dy[t * d + j] : 1.0f;
+    }
+}
+
+extern "C" int cu_embedding_fwd(cu_stream s, const int32_t *ids, const float *w, float *y,
+                                unsigned long long *bad, int64_t n, int64_t vocab, int64_t d)
+{
+    k_emb_fwd<<<grid_for(n * d, THREADS), THREADS, 0, s>>>(ids, w, y, bad, n, vocab, d);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cu_embedding_bwd(cu_stream s, const int32_t *ids, const float *dy, float *dw,
+                                int64_t n, int64_t vocab, int64_t d)
+{
+    dim3 grid((unsigned)((d + EMB_COLS - 1) / EMB_COLS), EMB_LANES / EMB_ROWS);
+
+    if (n == 0 || d == 0) /* nothing to add (and no empty grid) */
+        return (int)cudaGetLastError();
+    k_emb_bwd<<<grid, dim3(EMB_COLS, EMB_ROWS), 0, s>>>(ids, dy, dw, n, vocab, d);
+    return (int)cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------- token_ce */
+
+#define CE_THREADS 256 /* the one block of the loss's mean and the count */
+
+/* Per row: prob = softmax(x), rowloss = log sum exp(x - max) - (x[l] - max) for a
+ * target l in [0, v), 0 for an ignored one (negative); a target >= v flags its row. */
+__global__ static void k_tce_rows(const float *x, const int32_t *lab, float *prob,
+                                  double *rowloss, unsigned long long *bad, int64_t rows,
+                                  int64_t v)
+{
+    __shared__ double sh[LN_MAX];
+
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + r * v;
+        int64_t l = lab[r];
+        double mx = -INFINITY, part = 0, sum;
+
+        for (int64_t k = threadIdx.x; k < v; k += blockDim.x)
+            mx = (double)xr[k] > mx ? (double)xr[k] : mx;
+        mx = block_max(mx, sh);
+        for (int64_t k = threadIdx.x; k < v; k += blockDim.x)
+            part += exp((double)xr[k] - mx);
+        sum = block_sum(part, sh);
+        for (int64_t k = threadIdx.x; k < v; k += blockDim.x)
+            prob[r * v + k] = (float)(exp((double)xr[k] - mx) / sum);
+        if (threadIdx.x == 0) {
+            rowloss[r] = l >= 0 && l < v ? log(sum) - ((double)xr[l] - mx) : 0.0;
+            if (l >= v)
+                atomicMin(bad, (unsigned long long)r);
+        }
+    }
+}
+
+/* One block: the number of targets in [0, v) (*count) and, with rowloss, the mean of
+ * their losses (*loss; 0 when none counts). */
+__global__ static void k_tce_mean(const double *rowloss, const int32_t *lab, float *loss,
+                                  double *count, int64_t rows, int64_t v)
+{
+    __shared__ double sh[CE_THREADS];
+    double total = 0, cnt = 0;
+
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+        if (rowloss)
+            total += rowloss[r];
+        cnt += lab[r] >= 0 && lab[r] < v;
+    }
+    total = block_sum(total, sh);
+    cnt = block_sum(cnt, sh);
+    if (threadIdx.x == 0) {
+        if (loss)
+            loss[0] = cnt > 0 ? (float)(total / cnt) : 0.0f;
+        if (count)
+            count[0] = cnt;
+    }
+}
+
+/* dx[r, k] += (p - [k == l_r]) g / count for the rows that count, g = dy[0] (1: NULL). */
+__global__ static void k_tce_bwd(const float *prob, const int32_t *lab, const float *dy,
+                                 float *dx, const double *count, int64_t rows, int64_t v)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * v;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / v, k = i % v, l = lab[r];
+        double g = (dy ? (double)dy[0] : 1.0) / count[0];
+
+        if (l >= 0 && l < v)
+            dx[i] += (float)(((double)prob[i] - (k == l)) * g);
+    }
+}
+
+extern "C" int cu_token_ce_fwd(cu_stream s, const float *x, const int32_t *lab, float *prob,
+                               float *loss, double *rowloss, unsigned long long *bad,
+                               int64_t rows, int64_t v)
+{
+    k_tce_rows<<<grid_for(rows, 1), ln_threads(v), 0, s>>>(x, lab, prob, rowloss, bad, rows, v);
+    k_tce_mean<<<1, CE_THREADS, 0, s>>>(rowloss, lab, loss, NULL, rows, v);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cu_token_ce_bwd(cu_stream s, const float *prob, const int32_t *lab,
+                               const float *dy, float *dx, double *count, int64_t rows,
+                               int64_t v)
+{
+    k_tce_mean<<<1, CE_THREADS, 0, s>>>(NULL, lab, NULL, count, rows, v);
+    k_tce_bwd<<<grid_for(rows * v, THREADS), THREADS, 0, s>>>(prob, lab, dy, dx, count, rows,
+                                                              v);
     return (int)cudaGetLastError();
 }
