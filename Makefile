@@ -104,6 +104,7 @@ $(BUILD)/src/io/onnx.o $(BUILD)/src/io/onnx_ops.o: | $(GEN)/onnx.pb-c.h
 
 # the per-sample kernels' batch split (src/kernels/cpu/split.c) uses OpenMP pragmas
 $(BUILD)/src/kernels/cpu/split.o: CFLAGS += -fopenmp
+$(BUILD)/src/kernels/cpu/seq.o $(BUILD)/src/kernels/cpu/matmul.o: CFLAGS += -fopenmp
 # batch norm: channels on OpenMP's threads (src/kernels/ref/norm.c)
 $(BUILD)/src/kernels/ref/norm.o: CFLAGS += -fopenmp
 # kernels: -O3 vectorizes the elementwise loops; -fno-trapping-math lets it turn their
@@ -151,11 +152,12 @@ $(SETUP_FIRST): setup
 gen-now: $(GEN)/onnx.pb-c.h
 
 # The readers' libFuzzer targets (clang): tests/fuzz_onnx.c (ONNX), fuzz_dump.c (graph
-# dumps), fuzz_data.c (data files) and fuzz_params.c (parameter files), each linked
+# dumps), fuzz_data.c (data files), fuzz_params.c (parameter files) and fuzz_tokens.c
+# (token data), each linked
 # against the whole library built instrumented in $(OUT)/fuzz. `make fuzz FUZZ_SECONDS=N`
 # runs them one after another from the project's seeds (tools/run_fuzz.sh), N seconds in
 # all (default 60, an equal share each); a finding fails the target.
-FUZZ_TARGETS := onnx dump data params
+FUZZ_TARGETS := onnx dump data params tokens
 FUZZ_SRC := $(filter-out src/exec/backend_cuda.c src/kernels/cuda/%,$(LIB_SRC))
 FUZZ_OBJ := $(FUZZ_SRC:%.c=$(OUT)/fuzz/%.o) $(OUT)/fuzz/gen/onnx.pb-c.o
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(OUT)/fuzz/fuzz_%)
@@ -236,3 +238,5 @@ clean:
 fixtures:
 	/usr/bin/python3 tools/make_fixtures.py
 	/usr/bin/python3 tools/make_onnx_seed.py
+	/usr/bin/python3 tools/make_adamw_fixture.py
+	/usr/bin/python3 tools/make_tf_fixture.py

@@ -588,6 +588,11 @@ remat_status remat_trainer_gradients(remat_trainer *t, const float *const *input
  */
 remat_status remat_trainer_step_tokens(remat_trainer *t, const int32_t *const *tokens,
                                        double *loss);
+/* The same step without the update, as remat_trainer_gradients is to remat_trainer_step:
+ * the gradients are left in place (remat_trainer_param), the parameters and the step
+ * count unchanged. */
+remat_status remat_trainer_gradients_tokens(remat_trainer *t, const int32_t *const *tokens,
+                                            double *loss);
 
 typedef struct remat_train_stats {
     size_t planned_peak_bytes;   /* the simulator's activation peak of the schedule (the

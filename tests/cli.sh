@@ -106,6 +106,34 @@ for s in blocks selective; do
     [ "$o" = True ] && ok "strategy $s" || fail "strategy $s" "$o"
 done
 
+# AdamW: its options' errors, and its state in the resident bytes (4 more per parameter; mlp 669,706)
+expect_error "momentum with adamw" "--momentum is SGD's option" $REMAT train mlp --optimizer adamw --momentum 0.9
+expect_error "beta1 with sgd" "--beta1 is AdamW's option" $REMAT train mlp --beta1 0.8
+expect_error "beta2 of 1" "are in (0, 1)" $REMAT train mlp --optimizer adamw --beta2 1
+expect_error "eps of 0" "--eps is above 0" $REMAT train mlp --optimizer adamw --eps 0
+expect_error "unknown optimizer" "unknown optimizer 'nadam'" $REMAT train mlp --optimizer nadam
+if $REMAT train mlp --steps 2 --json >"$tmp/sgd.json" 2>/dev/null &&
+   $REMAT train mlp --steps 2 --json --optimizer adamw >"$tmp/adamw.json" 2>/dev/null &&
+   [ "$(json_get "$tmp/adamw.json" "j['resident_bytes']")" = \
+     "$(json_get "$tmp/sgd.json" "j['resident_bytes'] + 4 * 669706")" ] &&
+   [ "$(json_get "$tmp/adamw.json" "j['optimizer']")" = adamw ] &&
+   [ "$(json_get "$tmp/adamw.json" "j['loss'][1] != j['loss'][0]")" = True ]
+then ok "train adamw"; else fail "train adamw" "$(head -c 300 "$tmp/adamw.json")"; fi
+
+# a language model trained on text read as bytes: the same losses from the same seed,
+# others from another; a vocabulary too small for bytes and an image data file refused
+printf 'the quick brown fox jumps over the lazy dog. %.0s' $(seq 40) >"$tmp/text.txt"
+lm="gpt2 --layers 1 --width 16 --heads 2 --seq-len 16 --vocab 256 --batch 2 --steps 3 --json"
+if $REMAT train $lm --data "$tmp/text.txt" >"$tmp/lm1.json" 2>/dev/null &&
+   $REMAT train $lm --data "$tmp/text.txt" >"$tmp/lm2.json" 2>/dev/null &&
+   $REMAT train $lm --data "$tmp/text.txt" --seed 7 >"$tmp/lm3.json" 2>/dev/null &&
+   [ "$(json_get "$tmp/lm1.json" "j['loss']")" = "$(json_get "$tmp/lm2.json" "j['loss']")" ] &&
+   [ "$(json_get "$tmp/lm3.json" "j['loss']")" != "$(json_get "$tmp/lm1.json" "j['loss']")" ] &&
+   [ "$(json_get "$tmp/lm1.json" "all(4.5 < x < 7 for x in j['loss'])")" = True ]; then
+    ok "train text as bytes"
+else fail "train text as bytes" "$(head -c 300 "$tmp/lm1.json")"; fi
+expect_error "text on a small vocabulary" "vocabulary" $REMAT train gpt2 --layers 1 --width 16 --heads 2 --seq-len 16 --vocab 100 --data "$tmp/text.txt"
+
 # plan --json on a zoo model: the keys, and peaks that order sensibly
 if $REMAT plan resnet50 --batch 32 --json --schedule "$tmp/s.json" >"$tmp/p.json"; then
     r=$(json_get "$tmp/p.json" "all(k in j for k in ('model','batch','strategy','params','resident_bytes','naive_bytes','activation_peak_bytes','lower_bound_bytes','forward_flops','n_values')) and j['batch'] == 32 and j['lower_bound_bytes'] <= j['activation_peak_bytes'] < j['naive_bytes']")

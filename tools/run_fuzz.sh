@@ -10,6 +10,7 @@
 #   fuzz_data    data files of one, two and three samples (docs/formats.md)
 #   fuzz_params  tests/data/*.prm and the parameters of the target's own trainer
 #                (FUZZ_SEED_OUT)
+#   fuzz_tokens  token files of uint16 and int32 tokens and a line of text
 # Prints one line per target: inputs run, seconds, finding or not. Exits non-zero on a
 # finding (libFuzzer writes the input as crash-*/leak-*/oom-*/timeout-* in the binary's
 # folder).
@@ -93,6 +94,18 @@ for n, c, h, w in ((1, 1, 1, 1), (2, 3, 2, 2), (3, 1, 4, 2)):
         f.write(b'REMATDAT' + struct.pack('<4q', n, c, h, w))
         f.write(struct.pack('<%df' % (n * c * h * w), *[0.5 * i for i in range(n * c * h * w)]))
         f.write(struct.pack('<%di' % n, *range(n)))
+PYEOF
+}
+
+seed_tokens() {
+    /usr/bin/python3 - "$1" <<'PYEOF'
+import struct, sys
+for width, vocab, n in ((2, 50, 20), (4, 70000, 9), (2, 1, 1)):
+    with open('%s/t%d_%d.tok' % (sys.argv[1], width, n), 'wb') as f:
+        f.write(b'REMATTOK' + struct.pack('<IIqiI', 1, width, n, vocab, 0))
+        f.write(struct.pack('<%d%s' % (n, 'H' if width == 2 else 'i'), *[(7 * i) % vocab for i in range(n)]))
+with open('%s/text.txt' % sys.argv[1], 'wb') as f:
+    f.write(b'the quick brown fox jumps over the lazy dog\n')
 PYEOF
 }
 

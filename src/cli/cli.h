@@ -127,6 +127,30 @@ const char *cli_commas(uint64_t v, char *buf, size_t n);
 /* "3.24 GiB" into buf. */
 const char *cli_human(double bytes, char *buf, size_t n);
 
+/*
+ * train --data with a language model (train_tokens.c): a token file or text read as
+ * bytes (docs/formats.md) feeds the graph's first token-id value (an embedding's input)
+ * and every token_ce target of the same size, with sequences drawn from (seed, step);
+ * other int32 values are drawn or filled by the trainer (positions).
+ */
+struct cli_tokens {
+    remat_tokens *file;
+    const int32_t **feed;      /* per int32 value of the graph: its array, or NULL */
+    int32_t *ids, *targets;    /* one batch: (batch, seq_len) */
+    int64_t batch, seq_len;
+    uint64_t seed;
+};
+/* Whether g reads token ids or targets (then --data is token data). */
+bool cli_tokens_wanted(const remat_graph *g);
+/* Opens path and checks that its vocabulary fits what reads it. 0, or an exit code
+ * after printing an error. */
+int cli_tokens_open(struct cli_tokens *c, const remat_graph *g, const char *path,
+                    uint64_t seed);
+/* Training step `step` (from 0) on the next batch. */
+remat_status cli_tokens_step(struct cli_tokens *c, remat_trainer *t, int64_t step,
+                             double *loss);
+void cli_tokens_fini(struct cli_tokens *c);
+
 int cmd_zoo(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_compare(int argc, char **argv);

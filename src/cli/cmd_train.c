@@ -17,8 +17,8 @@ static void help(FILE *f)
 {
     fprintf(f,
             "usage: remat train MODEL|FILE.onnx [options]\n\n"
-            "Plans one training step, then runs K steps of SGD inside the planned arena\n"
-            "and reports the planned and measured peaks, and how much the process's\n"
+            "Plans one training step, then runs K steps of SGD or AdamW inside the planned\n"
+            "arena and reports the planned and measured peaks, and how much the process's\n"
             "resident set grew (the operating system's count, Linux). MODEL is a zoo name\n"
             "(`remat zoo`); an ONNX file (opsets 11-17, its output the logits) starts from\n"
             "its weights, with a softmax cross-entropy loss added (docs/onnx.md).\n"
@@ -40,8 +40,15 @@ static void help(FILE *f)
             "  --loss softmax-ce    the loss: softmax cross-entropy of the logits against\n"
             "                       the labels (the default and only loss)\n"
             "  --seed S             parameters, data and dropout (default 1)\n"
-            "  --lr X --momentum X --weight-decay X   SGD (defaults 0.01, 0.9, 1e-4)\n"
-            "  --data FILE          images and labels (format: docs/formats.md), used in order\n"
+            "  --optimizer sgd|adamw  the update: torch.optim.SGD with momentum, or\n"
+            "                       torch.optim.AdamW (default sgd); its state is resident\n"
+            "  --lr X --weight-decay X  learning rate and weight decay (defaults: SGD 0.01,\n"
+            "                       1e-4; AdamW 1e-3, 1e-2, as PyTorch's)\n"
+            "  --momentum X         SGD's momentum (default 0.9)\n"
+            "  --beta1 X --beta2 X --eps X   AdamW's moment decay rates, in (0, 1), and the\n"
+            "                       denominator's term, > 0 (defaults 0.9, 0.999, 1e-8)\n"
+            "  --data FILE          images and labels (format: docs/formats.md), used in order;\n"
+            "                       for a language model, token data or text read as bytes\n"
             "  --load FILE          start from saved parameters\n"
             "  --save FILE          save the parameters after training\n"
             "  --json               print the results as one JSON object\n"
@@ -57,6 +64,7 @@ struct train_cmd {
     remat_plan_opts po;
     remat_train_opts to;
     const char *strategy, *load, *save, *data_path;
+    unsigned optim_given;      /* the optimizer options given: bits of enum optim_opt */
     int64_t steps;
     bool as_json;
     remat_backend *be;         /* made once: its kernels' table, then the trainer */
@@ -67,6 +75,7 @@ struct train_cmd {
     remat_data *data;
     float *xb;                 /* one batch of --data: (N, C, H, W) */
     int32_t *yb;               /* its labels: (N) */
+    struct cli_tokens tok;     /* --data for a language model (train_tokens.c) */
     double *loss, *secs;       /* per step */
 };
 
@@ -101,25 +110,73 @@ static bool parse_f(const char *opt, const char *s, float *out)
     return true;
 }
 
-/* --seed, --lr, --momentum and --weight-decay into *to: 1 when argv[*i] was one of
- * them, 0 when not, -1 on a bad value (printed). */
-static int sgd_option(remat_train_opts *to, int argc, char **argv, int *i)
+/* The optimizer's options, as bits of train_cmd.optim_given; AdamW's defaults
+ * (PyTorch's; SGD's are remat_train_opts_default's). */
+enum optim_opt { OPT_LR, OPT_MOMENTUM, OPT_WD, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_COUNT };
+
+static const char *const optim_names[OPT_COUNT] = {"--lr", "--momentum", "--weight-decay",
+                                                   "--beta1", "--beta2", "--eps"};
+static const float adamw_defaults[OPT_COUNT] = {1e-3f, 0, 1e-2f, 0.9f, 0.999f, 1e-8f};
+
+static float *optim_field(remat_train_opts *to, int k)
+{
+    float *const f[OPT_COUNT] = {&to->lr, &to->momentum, &to->weight_decay, &to->beta1,
+                                 &to->beta2, &to->eps};
+
+    return f[k];
+}
+
+/* --seed and the optimizer's options into c->to (noting which were given): 1 when
+ * argv[*i] was one of them, 0 when not, -1 on a bad value (printed). */
+static int optim_option(struct train_cmd *c, int argc, char **argv, int *i)
 {
     const char *a = argv[*i], *v;
-    float *f = !strcmp(a, "--lr")             ? &to->lr
-               : !strcmp(a, "--momentum")     ? &to->momentum
-               : !strcmp(a, "--weight-decay") ? &to->weight_decay
-                                              : NULL;
     int64_t x;
 
-    if (f)
-        return (v = cli_value(argc, argv, i)) && parse_f(a, v, f) ? 1 : -1;
+    for (int k = 0; k < OPT_COUNT; k++) {
+        if (strcmp(a, optim_names[k]))
+            continue;
+        if (!(v = cli_value(argc, argv, i)) || !parse_f(a, v, optim_field(&c->to, k)))
+            return -1;
+        c->optim_given |= 1u << k;
+        return 1;
+    }
     if (strcmp(a, "--seed"))
         return 0;
     if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 0, INT64_MAX, &x))
         return -1;
-    to->seed = (uint64_t)x;
+    c->to.seed = (uint64_t)x;
     return 1;
+}
+
+/* The training graph's optimizer (--optimizer, parsed with the model's options) for the
+ * trainer, AdamW's defaults for what was not given, and a refusal of the other
+ * optimizer's options and of betas outside (0, 1) or eps not above 0. False after
+ * printing an error. */
+static bool apply_optimizer(struct train_cmd *c)
+{
+    remat_train_opts *to = &c->to;
+    bool adamw = c->m.topts.optimizer == REMAT_OPTIMIZER_ADAMW;
+    unsigned other = adamw ? 1u << OPT_MOMENTUM
+                           : (1u << OPT_BETA1) | (1u << OPT_BETA2) | (1u << OPT_EPS);
+
+    to->optimizer = c->m.topts.optimizer;
+    for (int k = 0; k < OPT_COUNT; k++)
+        if (c->optim_given & other & (1u << k))
+            return cli_error(adamw ? "AdamW's momentum is its first moment's rate, --beta1"
+                                   : "give --optimizer adamw to train with AdamW",
+                             "train: %s is %s's option, not %s's", optim_names[k],
+                             adamw ? "SGD" : "AdamW", adamw ? "AdamW" : "SGD"), false;
+    if (!adamw)
+        return true;
+    for (int k = 0; k < OPT_COUNT; k++)
+        if (k != OPT_MOMENTUM && !(c->optim_given & (1u << k)))
+            *optim_field(to, k) = adamw_defaults[k];
+    if (!(to->beta1 > 0 && to->beta1 < 1 && to->beta2 > 0 && to->beta2 < 1 && to->eps > 0))
+        return cli_error(NULL, "train: --beta1 and --beta2 are in (0, 1) and --eps is above "
+                         "0 (given %g, %g, %g)", (double)to->beta1, (double)to->beta2,
+                         (double)to->eps), false;
+    return true;
 }
 
 /* An option that names a file or a strategy: 1 when argv[*i] was one, 0 when not, -1
@@ -163,7 +220,7 @@ static int parse_one(struct train_cmd *c, int argc, char **argv, int *i)
             return -1;
     } else if ((k = cli_backend_option(&c->to, argc, argv, i)) != 0 ||
                (k = cli_offload_option(&c->po, argc, argv, i)) != 0 ||
-               (k = sgd_option(&c->to, argc, argv, i)) != 0 ||
+               (k = optim_option(c, argc, argv, i)) != 0 ||
                (k = name_option(c, argc, argv, i)) != 0 ||
                (k = cli_model_option(&c->m, argc, argv, i)) != 0) {
         return k;
@@ -191,6 +248,8 @@ static enum parse_result parse_args(struct train_cmd *c, int argc, char **argv)
         cli_error(NULL, "train: no model given");
         return PARSE_FAIL;
     }
+    if (!apply_optimizer(c))
+        return PARSE_FAIL;
     c->po.strategy = remat_strategy_from_name(c->strategy);
     if (c->po.strategy == REMAT_STRATEGY_COUNT) {
         cli_error("`remat plan --help` lists the strategies", "train: unknown strategy '%s'",
@@ -260,6 +319,8 @@ static int open_data(struct train_cmd *c)
 
     if (!c->data_path)
         return 0;
+    if (cli_tokens_wanted(c->m.g))
+        return cli_tokens_open(&c->tok, c->m.g, c->data_path, c->to.seed);
     if (remat_graph_n_inputs(c->m.g) != 1)
         return cli_error("train it on synthetic data (no --data)", "%s: --data feeds models "
                          "with one input; this one has %d", spec,
@@ -305,7 +366,9 @@ static int run_steps(struct train_cmd *c)
 
         if (c->data)
             remat_data_batch(c->data, i * n, n, c->xb, c->yb);
-        st = remat_trainer_step(c->t, c->data ? inputs : NULL, c->yb, &c->loss[i]);
+        st = c->tok.file ? cli_tokens_step(&c->tok, c->t, i, &c->loss[i])
+                         : remat_trainer_step(c->t, c->data ? inputs : NULL, c->yb,
+                                              &c->loss[i]);
         progress_clear(&pr);
         if (st) {
             rc = cli_error_code(cli_exit_code(st), NULL, "%s: step %lld: %s", c->m.spec,
@@ -435,6 +498,7 @@ static void report_json(const struct train_cmd *c, const struct train_report *r)
     json_i64(&j, "batch", c->m.zoo.batch);
     json_str(&j, "strategy", remat_strategy_name(c->po.strategy));
     json_str(&j, "backend", remat_backend_name(c->to.backend));
+    json_str(&j, "optimizer", c->to.optimizer == REMAT_OPTIMIZER_ADAMW ? "adamw" : "sgd");
     json_u64(&j, "planned_peak_bytes", ts->planned_peak_bytes);
     json_u64(&j, "measured_peak_bytes", ts->measured_peak_bytes);
     json_u64(&j, "arena_bytes", ts->arena_bytes);
@@ -464,6 +528,7 @@ static void report_json(const struct train_cmd *c, const struct train_report *r)
 static void train_fini(struct train_cmd *c)
 {
     remat_data_free(c->data);
+    cli_tokens_fini(&c->tok);
     free(c->xb);
     free(c->yb);
     free(c->loss);

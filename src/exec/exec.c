@@ -16,6 +16,7 @@
  * bits. Nothing is allocated while a step runs.
  */
 #include "exec/exec.h"
+#include "io/tokens.h"
 #include "plan/algos.h"
 
 #include <fcntl.h>
@@ -26,7 +27,8 @@
 
 remat_train_opts remat_train_opts_default(void)
 {
-    remat_train_opts o = {REMAT_BACKEND_REF, 0, 1, 0.01f, 0.9f, 1e-4f, NULL};
+    remat_train_opts o = {.backend = REMAT_BACKEND_REF, .seed = 1, .lr = 0.01f,
+                          .momentum = 0.9f, .weight_decay = 1e-4f};
 
     return o;
 }
@@ -303,6 +305,8 @@ remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const rema
                         remat_backend_name(t->o.backend));
         goto fail;
     }
+    if ((st = params_check(t))) /* the optimizer: the training graph's, its options valid */
+        goto fail;
     if (!s->algo) {
         /* planned without the kernels: each op and pass gets its fastest, counted here */
         remat_algos *a = NULL;
@@ -610,10 +614,13 @@ static remat_status run_steps(remat_trainer *t, double *loss)
     return st;
 }
 
-/* Copies or draws the step's inputs and labels into their resident storage. */
+/* Copies or draws the step's inputs and int32 values into their resident storage:
+ * positions get 0 .. n-1 along their last axis; the entries of
+ * remat_trainer_step_tokens (t->tokens) feed every other int32 value, else labels feeds
+ * class labels; the rest are drawn in [0, vocab) of their readers. */
 static void load_batch(remat_trainer *t, const float *const *inputs, const int32_t *labels)
 {
-    int32_t k = 0;
+    int32_t k = 0, j = 0;
 
     for (int32_t v = 0; v < t->tg->n_values; v++) {
         const struct gvalue *gv = graph_value(t->g, v);
@@ -629,34 +636,49 @@ static void load_batch(remat_trainer *t, const float *const *inputs, const int32
             k++;
         } else if (gv->kind == VK_LABEL) {
             int32_t *lab = (int32_t *)t->vdata[v];
-            int64_t classes = 2;
+            int64_t vocab, last = gv->shape[gv->ndim - 1];
+            remat_token_role role = tokens_role(t->g, v, &vocab, NULL);
+            const int32_t *given = t->tokens ? t->tokens[j]
+                                   : role == REMAT_TOKEN_LABELS ? labels : NULL;
 
-            bool tokens = false;
-
-            /* the number of classes: the logits of a softmax_ce reading these labels, or
-             * the vocabulary of an embedding reading these token ids (drawn, always) */
-            for (size_t o = 0; o < t->g->ops.n; o++) {
-                const struct gop *op = graph_op(t->g, (int32_t)o);
-
-                if (op->type == REMAT_OP_SOFTMAX_CE && op->in[1] == v)
-                    classes = graph_value(t->g, op->in[0])->shape[1];
-                if (op->type == REMAT_OP_EMBEDDING && op->in[0] == v) {
-                    classes = op->at.vocab;
-                    tokens = true;
-                }
-                if (op->type == REMAT_OP_TOKEN_CE && op->in[1] == v) {
-                    const struct gvalue *x = graph_value(t->g, op->in[0]);
-
-                    classes = x->shape[x->ndim - 1];
-                    tokens = true;
-                }
-            }
+            j++;
             for (int64_t i = 0; i < n; i++)
-                lab[i] = labels && !tokens ? labels[i]
-                                : (int32_t)(kernel_uniform(mix(t->o.seed ^ 0x1b, (uint64_t)t->step),
-                                                           (uint64_t)i) * (float)classes);
+                lab[i] = role == REMAT_TOKEN_POSITIONS ? (int32_t)(i % last)
+                         : given ? given[i]
+                         : (int32_t)(kernel_uniform(mix(t->o.seed ^ 0x1b, (uint64_t)t->step),
+                                                    (uint64_t)i) * (float)vocab);
         }
     }
+}
+
+/* A step (update) or its gradients alone fed token entries, checked first so that a
+ * refused entry changes nothing. */
+static remat_status run_tokens(remat_trainer *t, const int32_t *const *tokens, double *loss,
+                               bool update)
+{
+    remat_status st;
+
+    if (!t)
+        return REMAT_FAIL(REMAT_ERR_ARG, "no trainer");
+    if ((st = tokens_check(t->g, tokens)))
+        return st;
+    t->tokens = tokens;
+    st = update ? remat_trainer_step(t, NULL, NULL, loss)
+                : remat_trainer_gradients(t, NULL, NULL, loss);
+    t->tokens = NULL;
+    return st;
+}
+
+remat_status remat_trainer_step_tokens(remat_trainer *t, const int32_t *const *tokens,
+                                       double *loss)
+{
+    return run_tokens(t, tokens, loss, true);
+}
+
+remat_status remat_trainer_gradients_tokens(remat_trainer *t, const int32_t *const *tokens,
+                                            double *loss)
+{
+    return run_tokens(t, tokens, loss, false);
 }
 
 remat_status remat_trainer_gradients(remat_trainer *t, const float *const *inputs,
@@ -686,7 +708,8 @@ remat_status remat_trainer_step(remat_trainer *t, const float *const *inputs,
 
     if (st)
         return st;
-    params_sgd(t);
+    if ((st = params_update(t)))
+        return st;
     t->step++;
     return t->be->sync ? t->be->sync(t->ctx) : REMAT_OK;
 }
