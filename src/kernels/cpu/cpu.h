@@ -3,8 +3,10 @@
  *
  * A context holds a oneDNN CPU engine and stream, a cache of primitives and one scratch
  * buffer. oneDNN 2.6 runs convolution, transposed convolution, batch norm, average
- * pooling and linear (conv.c, norm.c, pool.c, linear.c); every other op calls the
- * reference kernels (dispatch.c says why for relu and max pooling), and so do a oneDNN
+ * pooling and linear (conv.c, norm.c, pool.c, linear.c) and, through dnnl_sgemm, the
+ * batched matmul (matmul.c); layer norm, softmax_last and gelu are threaded loops of
+ * our own (seq.c); every other op calls the reference kernels (dispatch.c says why for relu and
+ * max pooling), and so do a oneDNN
  * family's backward whose dout is NULL (the constant 1, which only losses see) and
  * average pooling where oneDNN's divisor differs (cpu_can_avg_pool).
  *
@@ -216,6 +218,16 @@ remat_status cpu_avg_pool_forward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_avg_pool_backward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_linear_forward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_linear_backward(struct cpu_ctx *c, const struct kop *op);
+/* The transformer's ops (matmul.c: the batched product on dnnl_sgemm; seq.c: layer
+ * norm, softmax over the last axis and GELU as OpenMP loops of our own), no scratch. */
+remat_status cpu_matmul_forward(struct cpu_ctx *c, const struct kop *op);
+remat_status cpu_matmul_backward(struct cpu_ctx *c, const struct kop *op);
+remat_status cpu_layer_norm_forward(struct cpu_ctx *c, const struct kop *op);
+remat_status cpu_layer_norm_backward(struct cpu_ctx *c, const struct kop *op);
+remat_status cpu_softmax_last_forward(struct cpu_ctx *c, const struct kop *op);
+remat_status cpu_softmax_last_backward(struct cpu_ctx *c, const struct kop *op);
+remat_status cpu_gelu_forward(struct cpu_ctx *c, const struct kop *op);
+remat_status cpu_gelu_backward(struct cpu_ctx *c, const struct kop *op);
 
 /* dispatch.c: the backend's two entry points. */
 remat_status cpu_forward(struct cpu_ctx *c, const struct kop *op);

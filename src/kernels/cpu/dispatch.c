@@ -62,6 +62,14 @@ remat_status cpu_forward(struct cpu_ctx *c, const struct kop *op)
         return cpu_can_avg_pool(op) ? cpu_avg_pool_forward(c, op) : ref_fwd(c, op);
     case REMAT_OP_LINEAR:
         return cpu_linear_forward(c, op);
+    case REMAT_OP_MATMUL:
+        return cpu_matmul_forward(c, op);
+    case REMAT_OP_LAYER_NORM:
+        return cpu_layer_norm_forward(c, op);
+    case REMAT_OP_SOFTMAX_LAST:
+        return cpu_softmax_last_forward(c, op);
+    case REMAT_OP_GELU:
+        return cpu_gelu_forward(c, op);
     default:
         return ref_fwd(c, op);
     }
@@ -85,6 +93,14 @@ remat_status cpu_backward(struct cpu_ctx *c, const struct kop *op)
         return cpu_can_avg_pool(op) ? cpu_avg_pool_backward(c, op) : ref_bwd(c, op);
     case REMAT_OP_LINEAR:
         return cpu_linear_backward(c, op);
+    case REMAT_OP_MATMUL:
+        return cpu_matmul_backward(c, op);
+    case REMAT_OP_LAYER_NORM:
+        return cpu_layer_norm_backward(c, op);
+    case REMAT_OP_SOFTMAX_LAST:
+        return cpu_softmax_last_backward(c, op);
+    case REMAT_OP_GELU:
+        return cpu_gelu_backward(c, op);
     default:
         return ref_bwd(c, op);
     }
