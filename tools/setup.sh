@@ -10,9 +10,12 @@ set -eu
 # (its onnx.proto): the ONNX reader; python3: the independent oracles and JSON checks of
 # the tests; python3-torch, python3-torchvision: the ONNX exports and PyTorch reference
 # gradients the ONNX tests make; libonnx-testdata: ONNX's operator conformance cases;
-# clang: the fuzz target; chromium: the suite renders `remat report`'s page headless.
+# clang: the fuzz target; chromium: the suite renders `remat report`'s page headless;
+# fortunes: a text corpus for the character-level language model; libopenmpi-dev and
+# openmpi-bin: data-parallel training over MPI.
 packages="gcc make coinor-libcbc-dev coinor-libclp-dev libdnnl-dev libprotobuf-c-dev protobuf-c-compiler python3
-python3-onnx python3-torch python3-torchvision libonnx-testdata clang chromium"
+python3-onnx python3-torch python3-torchvision libonnx-testdata clang chromium fortunes
+libopenmpi-dev openmpi-bin"
 
 missing=""
 for p in $packages; do
