@@ -58,7 +58,7 @@ LIB_SRC := $(filter-out src/exec/backend_cuda.c,$(LIB_SRC))
 ifeq ($(CUDA),1)
 LIB_SRC += src/exec/backend_cuda.c $(sort $(wildcard src/kernels/cuda/*.c))
 endif
-CLI_SRC := $(sort $(wildcard src/cli/*.c))
+CLI_SRC := $(sort $(wildcard src/cli/*.c)) src/dist/mpi.c
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 
@@ -104,7 +104,7 @@ $(BUILD)/src/io/onnx.o $(BUILD)/src/io/onnx_ops.o: | $(GEN)/onnx.pb-c.h
 
 # the per-sample kernels' batch split (src/kernels/cpu/split.c) uses OpenMP pragmas
 $(BUILD)/src/kernels/cpu/split.o: CFLAGS += -fopenmp
-$(BUILD)/src/kernels/cpu/seq.o $(BUILD)/src/kernels/cpu/matmul.o: CFLAGS += -fopenmp
+$(BUILD)/src/kernels/cpu/seq.o $(BUILD)/src/kernels/cpu/matmul.o $(BUILD)/src/kernels/cpu/ctx.o: CFLAGS += -fopenmp
 # batch norm: channels on OpenMP's threads (src/kernels/ref/norm.c)
 $(BUILD)/src/kernels/ref/norm.o: CFLAGS += -fopenmp
 # kernels: -O3 vectorizes the elementwise loops; -fno-trapping-math lets it turn their
@@ -118,6 +118,20 @@ $(BUILD)/libremat.a: $(LIB_OBJ)
 
 $(BUILD)/libremat.so: $(LIB_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# MPI (docs/distributed.md): the remat command trains data parallel under mpirun when
+# mpi.h is found (Open MPI's mpicc -showme, or pkg-config ompi-c); only src/dist/mpi.c
+# includes it and only the command links it, never libremat. MPI=0 builds without.
+ifneq ($(MPI),0)
+MPI_CFLAGS := $(shell mpicc -showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS := $(shell mpicc -showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null)
+MPI_FOUND := $(shell printf '\043include <mpi.h>\n' | $(CC) $(MPI_CFLAGS) -E -x c - \
+                 >/dev/null 2>&1 && echo 1)
+endif
+ifeq ($(MPI_FOUND),1)
+$(BUILD)/src/dist/mpi.o: CFLAGS += -DREMAT_MPI $(patsubst -I%,-isystem %,$(MPI_CFLAGS))
+$(BUILD)/remat: LDLIBS += $(MPI_LIBS)
+endif
 
 $(BUILD)/remat: $(CLI_OBJ) $(BUILD)/libremat.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

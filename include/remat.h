@@ -280,6 +280,12 @@ typedef struct remat_tgraph_opts {
     remat_cost cost;
     remat_optimizer optimizer; /* its state counts in the resident bytes */
     size_t align;        /* M_v rounding; 0: 64 bytes for graphs, 1 for dumps */
+    /* Data parallel and micro-batches (docs/distributed.md): what one process keeps
+     * resident. accumulate > 1 adds the sum of its micro-batches' gradients (one copy of
+     * the parameters); ranks > 1 pads the parameters to ranks equal shards and adds the
+     * reduction's buffer; shard_optimizer keeps 1/ranks of the optimizer's state. 0: 1. */
+    int32_t accumulate, ranks;
+    bool shard_optimizer;
 } remat_tgraph_opts;
 
 /* Autodiff: the forward graph plus backward ops, gradients and costs. */
@@ -498,10 +504,36 @@ typedef struct remat_train_opts {
     float beta1, beta2, eps;   /* AdamW (torch.optim.AdamW); 0: 0.9, 0.999, 1e-8 */
     const char *host_file;  /* the host tier (offloaded values) in this file, mapped;
                                NULL: in memory */
+    /* Micro-batches and data parallel (docs/distributed.md); each must be the training
+     * graph's (remat_tgraph_opts), whose resident bytes count what it keeps. */
+    int32_t accumulate;     /* micro-batches per step in this process (0: 1) */
+    bool shard_optimizer;   /* with comm: this rank keeps and updates 1/size of the state */
+    const struct remat_comm *comm; /* the ranks training together; NULL: this one alone */
 } remat_train_opts;
 
 /* The defaults: ref backend, seed 1, lr 0.01, momentum 0.9, weight decay 1e-4. */
 remat_train_opts remat_train_opts_default(void);
+
+/*
+ * Processes training one model together, data parallel (docs/distributed.md): this
+ * one's rank among size, and three collective calls that every rank makes in the same
+ * order. They move bytes and do no arithmetic, so that the trainer sums gradients in an
+ * order of its own (rank order) that timing cannot change. ud is passed to each.
+ */
+typedef struct remat_comm {
+    int32_t rank, size;
+    void *ud;
+    /* All to all: piece j of send (n floats at send + j * stride) goes to rank j, and
+     * rank i's piece for this rank lands at recv + i * n. */
+    remat_status (*exchange)(void *ud, const float *send, size_t stride, float *recv,
+                             size_t n);
+    /* All gather in place: piece i of data (n floats at data + i * n) from rank i. */
+    remat_status (*gather)(void *ud, float *data, size_t n);
+    /* Every rank's st: *failed receives the lowest rank whose st is not REMAT_OK (-1:
+     * none) and *failed_st that rank's st. */
+    remat_status (*agree)(void *ud, remat_status st, int32_t *failed,
+                          remat_status *failed_st);
+} remat_comm;
 
 /*
  * The time model's rates for a backend on this machine with o's threads: *flops the
@@ -573,6 +605,18 @@ int32_t remat_algos_choices(const remat_algos *a, int32_t op, bool backward, int
  */
 remat_status remat_trainer_step(remat_trainer *t, const float *const *inputs,
                                 const int32_t *labels, double *loss);
+/*
+ * With accumulate K or a comm of N ranks a step takes K calls of remat_trainer_step (or
+ * _step_tokens) on each rank, one micro-batch each (*loss: its own loss); the K-th sums
+ * the gradients, divides by M = N * K and updates. Micro-batch k of rank r is number
+ * m = step * M + r * K + k of the run: synthetic data and dropout masks are drawn from
+ * m (step itself when M is 1). The order (docs/distributed.md): g = (((g_0 + g_1) + g_2)
+ * + ... + g_{M-1}) / M in float, g_m from zeroed gradients, so N ranks at K = 1 give the
+ * bits of one process with accumulate N. Every call agrees with the other ranks: a
+ * failure on any rank fails that call on every rank, naming the rank, and abandons the
+ * step. remat_trainer_micro: the number m of the next call's micro-batch.
+ */
+int64_t remat_trainer_micro(const remat_trainer *t);
 /* The same step without the update (gradients are left in place). */
 remat_status remat_trainer_gradients(remat_trainer *t, const float *const *inputs,
                                      const int32_t *labels, double *loss);

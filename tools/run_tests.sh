@@ -9,7 +9,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export REMAT_CALIBRATE=${REMAT_CALIBRATE:-0}
 build=$1; shift
 passed=0; failed=0; skipped=0; crashed=0
-for t in "$@" tests/cli.sh tests/report.sh; do
+for t in "$@" tests/cli.sh tests/report.sh tests/mpi.sh; do
     [ -e "$t" ] || continue
     echo "== $t"
     if [ "${t%.sh}" != "$t" ]; then out=$(REMAT="$build/remat" bash "$t" 2>&1); rc=$?

@@ -9,6 +9,7 @@
  */
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "dist/dist.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,11 @@ static void help(FILE *f)
             "  --load FILE          start from saved parameters\n"
             "  --save FILE          save the parameters after training\n"
             "  --json               print the results as one JSON object\n"
+            "  --accumulate K       K micro-batches of --batch per step, their gradients\n"
+            "                       averaged (default 1; docs/distributed.md)\n"
+            "  --shard-optimizer    under mpirun: each rank keeps 1/N of the optimizer state\n"
+            "Under mpirun -np N each rank trains micro-batch r of every step in its own\n"
+            "planned arena; N ranks give the parameters of one process with --accumulate N.\n"
             "Planning:\n"
             "  --reproducible      each convolution's algorithm fixed whatever the budget,\n"
             "                      so that any two plans of a model train to the same bits\n"
@@ -65,8 +71,9 @@ struct train_cmd {
     remat_train_opts to;
     const char *strategy, *load, *save, *data_path;
     unsigned optim_given;      /* the optimizer options given: bits of enum optim_opt */
-    int64_t steps;
-    bool as_json;
+    int64_t steps, accumulate;
+    bool as_json, shard, step_failed; /* step_failed: the ranks agreed already */
+    struct cli_dist dist;      /* the ranks under mpirun (rank 0 of 1 alone) */
     remat_backend *be;         /* made once: its kernels' table, then the trainer */
     remat_algos *al;
     remat_schedule *s;
@@ -88,6 +95,7 @@ struct train_report {
     size_t os_growth;          /* the resident set's peak minus its size before */
     size_t os_expected;        /* what the plan allocates in host memory */
     const char *os_parts;      /* the parts os_expected adds up */
+    uint64_t *rank_figs;       /* per rank: checksums, then planned, then measured peaks */
 };
 
 static int cmp_d(const void *a, const void *b)
@@ -212,6 +220,11 @@ static int parse_one(struct train_cmd *c, int argc, char **argv, int *i)
         if (strcmp(v, "softmax-ce"))
             return cli_error("the loss is softmax-ce: softmax cross-entropy of the logits "
                              "against labels", "train: unknown loss '%s'", v), -1;
+    } else if (!strcmp(a, "--accumulate")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 1 << 20, &c->accumulate))
+            return -1;
+    } else if (!strcmp(a, "--shard-optimizer")) {
+        c->shard = true;
     } else if (!strcmp(a, "--steps")) {
         if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 1000000, &c->steps))
             return -1;
@@ -341,14 +354,38 @@ static int open_data(struct train_cmd *c)
     return 0;
 }
 
+/* One step: this rank's --accumulate micro-batches, micro-batch m of the run taking
+ * samples m * batch onwards of --data (token data: sequences drawn from m); *loss the
+ * step's mean over every rank's micro-batches, summed in order. */
+static remat_status micro_steps(struct train_cmd *c, double *loss)
+{
+    int64_t n = c->m.zoo.batch;
+    const float *inputs[1] = {c->xb};
+    remat_status st = REMAT_OK;
+    double sum = 0, l = 0;
+
+    for (int64_t k = 0; k < c->accumulate && !st; k++) {
+        int64_t m = remat_trainer_micro(c->t);
+
+        if (c->data)
+            remat_data_batch(c->data, m * n, n, c->xb, c->yb);
+        st = c->tok.file ? cli_tokens_step(&c->tok, c->t, m, &l)
+                         : remat_trainer_step(c->t, c->data ? inputs : NULL, c->yb, &l);
+        sum += l;
+    }
+    if (!st)
+        *loss = dist_sum(&c->dist, sum) / (double)(c->accumulate * c->dist.comm.size);
+    return st;
+}
+
 /* Runs the steps, printing each one's loss and time (on stderr under --json) with the
- * progress line below, and saves the parameters with --save. 0, or an exit code after
- * printing an error. */
+ * progress line below, and saves the parameters with --save (rank 0 prints and saves).
+ * 0, or an exit code after printing an error. */
 static int run_steps(struct train_cmd *c)
 {
     FILE *f = c->as_json ? stderr : stdout;
-    int64_t n = c->m.zoo.batch;
-    const float *inputs[1] = {c->xb};
+    int64_t n = c->m.zoo.batch * c->accumulate * c->dist.comm.size;
+    bool quiet = c->dist.comm.rank != 0;
     struct progress pr;
     char what[128];
     remat_status st;
@@ -364,25 +401,23 @@ static int run_steps(struct train_cmd *c)
     for (int64_t i = 0; i < c->steps && !rc; i++) {
         double t0 = cli_now();
 
-        if (c->data)
-            remat_data_batch(c->data, i * n, n, c->xb, c->yb);
-        st = c->tok.file ? cli_tokens_step(&c->tok, c->t, i, &c->loss[i])
-                         : remat_trainer_step(c->t, c->data ? inputs : NULL, c->yb,
-                                              &c->loss[i]);
+        st = micro_steps(c, &c->loss[i]);
         progress_clear(&pr);
         if (st) {
+            c->step_failed = true;
             rc = cli_error_code(cli_exit_code(st), NULL, "%s: step %lld: %s", c->m.spec,
                                 (long long)i + 1, remat_errmsg());
             break;
         }
         c->secs[i] = cli_now() - t0;
-        fprintf(f, "step %lld/%lld  loss %.6f  %.3f s  %.1f images/s\n", (long long)i + 1,
+        if (!quiet)
+            fprintf(f, "step %lld/%lld  loss %.6f  %.3f s  %.1f images/s\n", (long long)i + 1,
                 (long long)c->steps, c->loss[i], c->secs[i], (double)n / c->secs[i]);
         fflush(f);
         progress_step(&pr, i + 1, NULL);
     }
     progress_end(&pr);
-    if (!rc && c->save && (st = remat_trainer_save(c->t, c->save)))
+    if (!rc && !quiet && c->save && (st = remat_trainer_save(c->t, c->save)))
         rc = cli_error_code(CLI_EXIT_FAILED, NULL, "%s", remat_errmsg());
     return rc;
 }
@@ -472,6 +507,14 @@ static void report_text(const struct train_cmd *c, const struct train_report *r)
                cli_commas(ts->measured_host_bytes, b, sizeof b), ts->copy_seconds,
                ts->wait_seconds, (long long)c->steps);
     print_os(r);
+    if (c->dist.comm.size > 1)
+        printf("ranks            %d, each %lld micro-batch%s of %lld per step%s; every "
+               "rank's parameters agree\n", (int)c->dist.comm.size, (long long)c->accumulate,
+               c->accumulate > 1 ? "es" : "", (long long)c->m.zoo.batch,
+               c->shard ? ", optimizer state sharded" : "");
+    else if (c->accumulate > 1)
+        printf("micro-batches    %lld of %lld per step, gradients averaged\n",
+               (long long)c->accumulate, (long long)c->m.zoo.batch);
     printf("median step      %.3f s\n", r->median_secs);
     printf("param checksum   %016llx\n",
            (unsigned long long)remat_trainer_param_checksum(c->t));
@@ -484,6 +527,32 @@ static void json_f64_array(struct json *j, const char *key, const double *v, int
     for (int64_t i = 0; i < n; i++)
         json_f64(j, NULL, v[i]);
     json_end(j, ']');
+}
+
+/* The ranks (docs/distributed.md): how many, the micro-batches, and per rank the
+ * checksum and the planned and measured peaks. */
+static void json_ranks(struct json *j, const struct train_cmd *c, const struct train_report *r)
+{
+    int32_t n = c->dist.comm.size;
+    char hex[32];
+
+    json_i64(j, "ranks", n);
+    json_i64(j, "accumulate", c->accumulate);
+    json_bool(j, "shard_optimizer", c->shard && n > 1);
+    json_key(j, "rank_param_checksums");
+    json_begin(j, NULL, '[');
+    for (int32_t i = 0; i < n; i++) {
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r->rank_figs[i]);
+        json_str(j, NULL, hex);
+    }
+    json_end(j, ']');
+    for (int k = 1; k <= 2; k++) {
+        json_key(j, k == 1 ? "rank_planned_peak_bytes" : "rank_measured_peak_bytes");
+        json_begin(j, NULL, '[');
+        for (int32_t i = 0; i < n; i++)
+            json_u64(j, NULL, r->rank_figs[k * n + i]);
+        json_end(j, ']');
+    }
 }
 
 static void report_json(const struct train_cmd *c, const struct train_report *r)
@@ -522,6 +591,7 @@ static void report_json(const struct train_cmd *c, const struct train_report *r)
     snprintf(hex, sizeof hex, "%016llx",
              (unsigned long long)remat_trainer_param_checksum(c->t));
     json_str(&j, "param_checksum", hex);
+    json_ranks(&j, c, r);
     json_end(&j, '}');
 }
 
@@ -540,27 +610,74 @@ static void train_fini(struct train_cmd *c)
     cli_model_fini(&c->m);
 }
 
+/* Under mpirun: every rank's rc after a phase, so that a failure on one stops all of
+ * them with a line naming it (never one rank waiting for another in a collective). A
+ * failed step was agreed by the trainer, whose message names the rank. */
+static int agree(struct train_cmd *c, int rc, const char *phase)
+{
+    int their, r = dist_agree_rc(&c->dist, rc, &their);
+
+    if (r < 0 || c->dist.comm.size < 2 || c->step_failed)
+        return rc;
+    return cli_error_code(rc ? rc : their, NULL, "rank %d of %d failed %s; every rank stops",
+                          r, (int)c->dist.comm.size, phase);
+}
+
+/* The ranks' figures (rank_figs: checksum, planned and measured peaks per rank), checked:
+ * every rank's parameters must be rank 0's. 0, or 4 after printing the first that
+ * differs. */
+static int gather_ranks(struct train_cmd *c, struct train_report *r)
+{
+    int32_t n = c->dist.comm.size;
+
+    r->rank_figs = calloc(3 * (size_t)n, sizeof *r->rank_figs);
+    if (!r->rank_figs)
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "out of memory");
+    dist_gather_u64(&c->dist, remat_trainer_param_checksum(c->t), r->rank_figs);
+    dist_gather_u64(&c->dist, r->ts.planned_peak_bytes, r->rank_figs + n);
+    dist_gather_u64(&c->dist, r->ts.measured_peak_bytes, r->rank_figs + 2 * n);
+    for (int32_t i = 1; i < n; i++)
+        if (r->rank_figs[i] != r->rank_figs[0])
+            return cli_error_code(CLI_EXIT_CHECK, "a bug: please report it", "rank %d's "
+                                  "parameters (checksum %016llx) differ from rank 0's "
+                                  "(%016llx)", (int)i, (unsigned long long)r->rank_figs[i],
+                                  (unsigned long long)r->rank_figs[0]);
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
     struct train_cmd c = {.m = {.zoo = {.batch = 1}}, .to = remat_train_opts_default(),
-                          .strategy = "none", .steps = 3};
-    struct train_report r;
+                          .strategy = "none", .steps = 3, .accumulate = 1};
+    struct train_report r = {0};
     enum parse_result p;
     int rc;
 
     cli_begin(argc, argv);
+    if ((rc = dist_begin(&c.dist)))
+        return rc;
     p = parse_args(&c, argc, argv);
-    if (p != PARSE_OK)
-        return p == PARSE_HELP ? 0 : 1;
-    if ((rc = setup_trainer(&c)) || (rc = open_data(&c)) || (rc = run_steps(&c)) ||
-        (rc = gather_report(&c, &r)))
+    rc = p == PARSE_FAIL ? CLI_EXIT_INPUT : 0;
+    if (p == PARSE_HELP)
         goto out;
-    if (c.as_json)
+    if (!rc) {
+        c.m.topts.accumulate = c.to.accumulate = (int32_t)c.accumulate;
+        c.m.topts.ranks = c.dist.comm.size;
+        c.m.topts.shard_optimizer = c.to.shard_optimizer = c.shard;
+        c.to.comm = &c.dist.comm;
+        if (!(rc = setup_trainer(&c)))
+            rc = open_data(&c);
+    }
+    if ((rc = agree(&c, rc, "setting up")) || (rc = agree(&c, run_steps(&c), "training")) ||
+        (rc = agree(&c, gather_report(&c, &r), "measuring")) || (rc = gather_ranks(&c, &r)))
+        goto out;
+    if (c.dist.comm.rank == 0 && c.as_json)
         report_json(&c, &r);
-    else
+    else if (c.dist.comm.rank == 0)
         report_text(&c, &r);
-    rc = 0;
 out:
+    free(r.rank_figs);
     train_fini(&c);
+    dist_end(&c.dist);
     return rc;
 }

@@ -305,7 +305,7 @@ remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const rema
                         remat_backend_name(t->o.backend));
         goto fail;
     }
-    if ((st = params_check(t))) /* the optimizer: the training graph's, its options valid */
+    if ((st = params_check(t)) || (st = dist_setup(t))) /* the training graph's options */
         goto fail;
     if (!s->algo) {
         /* planned without the kernels: each op and pass gets its fastest, counted here */
@@ -456,7 +456,7 @@ static void fill_kop(remat_trainer *t, int32_t o, struct kop *k)
         k->aux = tensor(t, gop->aux);
     k->running_mean = t->run_mean[o];
     k->running_var = t->run_var[o];
-    k->key = mix(mix(t->o.seed, (uint64_t)t->step), (uint64_t)o);
+    k->key = mix(mix(t->o.seed, t->draw), (uint64_t)o);
 }
 
 /* OFFLOAD, PREFETCH and WAIT (the schedule is valid: the simulator checked it). */
@@ -631,7 +631,7 @@ static void load_batch(remat_trainer *t, const float *const *inputs, const int32
                 memcpy(t->vdata[v], inputs[k], sizeof(float) * (size_t)n);
             else
                 for (int64_t i = 0; i < n; i++)
-                    t->vdata[v][i] = 2 * kernel_uniform(mix(t->o.seed ^ 0x1d, (uint64_t)t->step),
+                    t->vdata[v][i] = 2 * kernel_uniform(mix(t->o.seed ^ 0x1d, t->draw),
                                                         (uint64_t)i) - 1;
             k++;
         } else if (gv->kind == VK_LABEL) {
@@ -645,7 +645,7 @@ static void load_batch(remat_trainer *t, const float *const *inputs, const int32
             for (int64_t i = 0; i < n; i++)
                 lab[i] = role == REMAT_TOKEN_POSITIONS ? (int32_t)(i % last)
                          : given ? given[i]
-                         : (int32_t)(kernel_uniform(mix(t->o.seed ^ 0x1b, (uint64_t)t->step),
+                         : (int32_t)(kernel_uniform(mix(t->o.seed ^ 0x1b, t->draw),
                                                     (uint64_t)i) * (float)vocab);
         }
     }
@@ -661,7 +661,7 @@ static remat_status run_tokens(remat_trainer *t, const int32_t *const *tokens, d
     if (!t)
         return REMAT_FAIL(REMAT_ERR_ARG, "no trainer");
     if ((st = tokens_check(t->g, tokens)))
-        return st;
+        return update ? dist_micro_done(t, st) : st; /* the other ranks learn of it */
     t->tokens = tokens;
     st = update ? remat_trainer_step(t, NULL, NULL, loss)
                 : remat_trainer_gradients(t, NULL, NULL, loss);
@@ -689,10 +689,11 @@ remat_status remat_trainer_gradients(remat_trainer *t, const float *const *input
 
     if (!t)
         return REMAT_FAIL(REMAT_ERR_ARG, "no trainer");
+    t->draw = (uint64_t)remat_trainer_micro(t);
     load_batch(t, inputs, labels);
     if (t->be->sync && (st = t->be->sync(t->ctx))) /* the last update is done */
         return st;
-    memset(t->block + t->n_param_floats, 0, sizeof(float) * t->n_param_floats); /* grads */
+    memset(t->grad, 0, sizeof(float) * t->n_param_floats);
     st = run_steps(t, &l);
     if (!st && t->be->sync) /* the gradients are in place */
         st = t->be->sync(t->ctx);
@@ -704,14 +705,9 @@ remat_status remat_trainer_gradients(remat_trainer *t, const float *const *input
 remat_status remat_trainer_step(remat_trainer *t, const float *const *inputs,
                                 const int32_t *labels, double *loss)
 {
-    remat_status st = remat_trainer_gradients(t, inputs, labels, loss);
-
-    if (st)
-        return st;
-    if ((st = params_update(t)))
-        return st;
-    t->step++;
-    return t->be->sync ? t->be->sync(t->ctx) : REMAT_OK;
+    if (!t)
+        return REMAT_FAIL(REMAT_ERR_ARG, "no trainer");
+    return dist_micro_done(t, remat_trainer_gradients(t, inputs, labels, loss));
 }
 
 void remat_trainer_set_forward_hook(remat_trainer *t, remat_forward_hook fn, void *ud)

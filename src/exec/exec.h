@@ -35,6 +35,17 @@ struct remat_trainer {
     float *block;
     size_t block_floats;
     size_t n_param_floats;
+    /* The block's parameter part (graph/tgraph.h: tgraph_param_block): values, gradients
+     * (grad), the optimizer's state (state: copies of pb.state floats from parameter
+     * state_first), the micro-batches' gradient sum (sum) and the reduction's receive
+     * buffer (recv); dist.c runs the micro-batches and the reduction. */
+    struct tgraph_param_block pb;
+    float *grad, *state, *sum, *recv;
+    size_t state_first;
+    const remat_comm *comm;   /* NULL: one process */
+    int32_t rank, ranks, accumulate;
+    int64_t micro;            /* micro-batches run in this step so far */
+    uint64_t draw;            /* the number of the micro-batch under way (its data, masks) */
     float **vdata;            /* per value: resident storage, NULL for planned values */
     float **vgrad;            /* per value: parameter gradients */
     float **run_mean, **run_var; /* per op: batch-norm running statistics */
@@ -89,8 +100,15 @@ void params_init(remat_trainer *t);
  * training graph's (whose resident bytes count its state), betas outside [0, 1), a
  * negative or NaN eps, lr or weight decay. */
 remat_status params_check(const remat_trainer *t);
-/* The optimizer's update of every parameter from its gradient (step t->step + 1). */
-remat_status params_update(remat_trainer *t);
+/* The optimizer's update of parameters [lo, hi) from their gradients (step
+ * t->step + 1); the state of parameter i is at i - t->state_first. */
+remat_status params_update(remat_trainer *t, size_t lo, size_t hi);
+
+/* dist.c: the options' micro-batches and ranks into t (checked against the training
+ * graph's) before params_setup; the end of a micro-batch whose gradients (or failure st)
+ * are in place: summed, and at the step's last reduced across ranks and applied. */
+remat_status dist_setup(remat_trainer *t);
+remat_status dist_micro_done(remat_trainer *t, remat_status st);
 /* AdamW's scalars for step t (from 1) under o (zero betas and eps: the defaults), and
  * its update of n parameters on the host, in the order params.c states. */
 struct adamw_coef adamw_coef(const remat_train_opts *o, int64_t t);

@@ -26,12 +26,20 @@ remat_status params_setup(remat_trainer *t)
     }
     other += (size_t)g->bn_state;
     t->n_param_floats = np;
-    t->block_floats = tgraph_param_copies(t->o.optimizer) * np + other;
+    t->pb = tgraph_param_block(np, t->o.optimizer, t->accumulate, t->ranks,
+                               t->tg->shard_optimizer);
+    t->block_floats = t->pb.total + other;
     t->block = t->be->alloc_shared ? t->be->alloc_shared(t->ctx, t->block_floats * sizeof(float))
                                    : t->be->alloc(t->ctx, t->block_floats * sizeof(float));
     if (!t->block)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate %zu bytes of parameters and "
                           "inputs", t->block_floats * sizeof(float));
+    memset(t->block, 0, sizeof(float) * t->pb.total); /* the shards' padding stays 0 */
+    t->grad = t->block + t->pb.padded;
+    t->state = t->grad + t->pb.padded;
+    t->state_first = t->pb.state < t->pb.padded ? (size_t)t->rank * t->pb.shard : 0;
+    t->sum = t->state + (tgraph_param_copies(t->o.optimizer) - 2) * t->pb.state;
+    t->recv = t->sum + t->pb.sum;
     at = 0;
     for (size_t v = 0; v < g->values.n; v++) {
         const struct gvalue *gv = graph_value(g, (int32_t)v);
@@ -39,10 +47,10 @@ remat_status params_setup(remat_trainer *t)
         if (gv->kind != VK_PARAM)
             continue;
         t->vdata[v] = t->block + at;
-        t->vgrad[v] = t->block + np + at;
+        t->vgrad[v] = t->grad + at;
         at += (size_t)graph_numel(gv);
     }
-    at = tgraph_param_copies(t->o.optimizer) * np;
+    at = t->pb.total;
     for (size_t v = 0; v < g->values.n; v++) {
         const struct gvalue *gv = graph_value(g, (int32_t)v);
 
@@ -194,15 +202,15 @@ void adamw_update(float *w, const float *g, float *m, float *v, size_t n,
     }
 }
 
-/* torch.optim.SGD: d = g + wd * w; m = mu * m + d; w -= lr * m. */
-static remat_status sgd_update(remat_trainer *t)
+/* torch.optim.SGD: d = g + wd * w; m = mu * m + d; w -= lr * m (n parameters). */
+static remat_status sgd_update(remat_trainer *t, float *w, const float *gr, float *m,
+                               size_t n)
 {
-    float *w = t->block, *gr = t->block + t->n_param_floats, *m = gr + t->n_param_floats;
     float lr = t->o.lr, mu = t->o.momentum, wd = t->o.weight_decay;
 
     if (t->be->sgd) /* on the device: the same formula */
-        return t->be->sgd(t->ctx, w, gr, m, t->n_param_floats, lr, mu, wd);
-    for (size_t i = 0; i < t->n_param_floats; i++) {
+        return t->be->sgd(t->ctx, w, gr, m, n, lr, mu, wd);
+    for (size_t i = 0; i < n; i++) {
         float d = gr[i] + wd * w[i];
 
         m[i] = mu * m[i] + d;
@@ -211,14 +219,17 @@ static remat_status sgd_update(remat_trainer *t)
     return REMAT_OK;
 }
 
-remat_status params_update(remat_trainer *t)
+remat_status params_update(remat_trainer *t, size_t lo, size_t hi)
 {
-    size_t n = t->n_param_floats;
-    float *w = t->block, *gr = w + n, *m = gr + n, *v = m + n;
+    size_t n = hi > lo ? hi - lo : 0;
+    float *w = t->block + lo, *gr = t->grad + lo, *m = t->state + (lo - t->state_first);
+    float *v = m + t->pb.state;
     struct adamw_coef c;
 
+    if (!n)
+        return REMAT_OK;
     if (t->o.optimizer != REMAT_OPTIMIZER_ADAMW)
-        return sgd_update(t);
+        return sgd_update(t, w, gr, m, n);
     c = adamw_coef(&t->o, t->step + 1);
     if (t->be->adamw) /* on the device: the same order */
         return t->be->adamw(t->ctx, w, gr, m, v, n, &c);

@@ -157,9 +157,7 @@ remat_status remat_tgraph_from_graph(const remat_graph *g, const remat_tgraph_op
         dep[i] = v->grad; /* reused below as "needs a gradient" */
         if (gv->kind == VK_PARAM)
             tg->n_params += graph_numel(gv);
-        if (gv->kind == VK_PARAM)
-            tg->resident_bytes += tgraph_param_copies(opts.optimizer) * bytes;
-        else if (gv->kind == VK_INPUT || gv->kind == VK_LABEL)
+        if (gv->kind == VK_INPUT || gv->kind == VK_LABEL)
             tg->resident_bytes += bytes;
         v->name = core_strdup(a, gv->name);
         if (!v->name) {
@@ -168,6 +166,13 @@ remat_status remat_tgraph_from_graph(const remat_graph *g, const remat_tgraph_op
         }
     }
     tg->resident_bytes += (size_t)g->bn_state * 4;
+    tg->accumulate = opts.accumulate > 1 ? opts.accumulate : 1;
+    tg->ranks = opts.ranks > 1 ? opts.ranks : 1;
+    tg->shard_optimizer = opts.shard_optimizer && tg->ranks > 1;
+    tg->resident_bytes += sizeof(float) *
+                          tgraph_param_block((size_t)tg->n_params, opts.optimizer,
+                                             tg->accumulate, tg->ranks,
+                                             tg->shard_optimizer).total;
     for (size_t i = 0; i < g->ops.n; i++) {
         const struct gop *gop = graph_op(g, (int32_t)i);
 

@@ -55,6 +55,8 @@ struct remat_tgraph {
     double forward_flops;
     size_t resident_bytes;
     remat_optimizer optimizer; /* whose state resident_bytes counts (tgraph_param_copies) */
+    int32_t accumulate, ranks; /* resident_bytes counts their buffers (tgraph_param_block) */
+    bool shard_optimizer;
     bool file_order;       /* ops in a dump's record order, which may not be topological */
 };
 
@@ -74,6 +76,33 @@ void tgraph_finish(remat_tgraph *tg);
 static inline size_t tgraph_param_copies(remat_optimizer o)
 {
     return o == REMAT_OPTIMIZER_ADAMW ? 4 : 3;
+}
+
+/* The resident block's parameter part (docs/distributed.md), in floats: the values and
+ * their gradients padded to ranks equal shards of `shard` floats (padded = ranks * shard;
+ * n itself on one rank), the optimizer's state (per copy: a shard when sharded), the sum
+ * of the micro-batches' gradients (accumulate > 1) and the reduction's receive buffer
+ * (ranks > 1: one bucket of at most TGRAPH_BUCKET floats from every rank). */
+#define TGRAPH_BUCKET ((size_t)1 << 18)
+struct tgraph_param_block {
+    size_t shard, padded, state, sum, bucket, total;
+};
+static inline struct tgraph_param_block tgraph_param_block(size_t n, remat_optimizer o,
+                                                           int32_t accumulate, int32_t ranks,
+                                                           bool shard_optimizer)
+{
+    struct tgraph_param_block b;
+    size_t r = ranks > 1 ? (size_t)ranks : 1;
+
+    b.shard = (n + r - 1) / r;
+    b.padded = r * b.shard;
+    b.state = shard_optimizer && r > 1 ? b.shard : b.padded;
+    b.sum = accumulate > 1 ? b.padded : 0;
+    b.bucket = r > 1 ? (b.shard < TGRAPH_BUCKET ? b.shard : TGRAPH_BUCKET) : 0;
+    b.total = 2 * b.padded + (tgraph_param_copies(o) - 2) * b.state + b.sum + r * b.bucket;
+    if (r == 1)
+        b.total -= b.bucket;
+    return b;
 }
 
 /* Buffers of a value. */

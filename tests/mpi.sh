@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Data-parallel training under mpirun (docs/distributed.md): 2 ranks x batch 4 give the
+# parameters of one process with --accumulate 2 x batch 4, bit for bit (param_checksum),
+# with and without --shard-optimizer, for ResNet-18 (SGD) and a reduced GPT-2 (AdamW)
+# under none, approx-mc and hybrid at --budget min; every rank measures its planned peak
+# and holds rank 0's parameters. Faults: a rank whose --data is missing, and a rank
+# killed mid-run, stop every rank within 30 s with a message naming the rank.
+# Prints "ok/FAIL/skip name" lines and "RESULT passed failed skipped".
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+if ! command -v mpirun >/dev/null 2>&1; then
+    skip "mpi" "no mpirun (Open MPI: openmpi-bin)"; echo "RESULT $passed $failed $skipped"; exit 0
+fi
+# Open MPI refuses root unless told; its leaks are not ours under AddressSanitizer
+if [ "$(id -u)" -eq 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+export OMPI_MCA_rmaps_base_oversubscribe=1
+MPIRUN="mpirun -np 2 --oversubscribe"
+
+# json_get FILE EXPR: evaluates a Python expression on the parsed JSON `j`.
+json_get() { "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# summary FILE: checksum, then whether every rank measured its planned peak and agrees
+summary() {
+    json_get "$1" "'%s %s %s' % (j['param_checksum'], j['rank_planned_peak_bytes'] == j['rank_measured_peak_bytes'] and j['planned_peak_bytes'] == j['measured_peak_bytes'], len(set(j['rank_param_checksums'])) == 1 and j['rank_param_checksums'][0] == j['param_checksum'])" 2>/dev/null
+}
+
+# same NAME ARGS...: one process --accumulate 2, 2 ranks, 2 ranks sharded
+same() {
+    local name=$1; shift
+    if ! timeout 300 $REMAT train "$@" --accumulate 2 --json >"$tmp/one.json" 2>"$tmp/err"; then
+        fail "$name" "one process: $(tail -3 "$tmp/err")"; return
+    fi
+    if ! timeout 300 $MPIRUN $REMAT train "$@" --json >"$tmp/two.json" 2>"$tmp/err"; then
+        fail "$name" "2 ranks: $(tail -3 "$tmp/err")"; return
+    fi
+    if ! timeout 300 $MPIRUN $REMAT train "$@" --shard-optimizer --json >"$tmp/sh.json" 2>"$tmp/err"; then
+        fail "$name" "2 ranks sharded: $(tail -3 "$tmp/err")"; return
+    fi
+    local a b s ra rs
+    a=$(summary "$tmp/one.json"); b=$(summary "$tmp/two.json"); s=$(summary "$tmp/sh.json")
+    ra=$(json_get "$tmp/two.json" "j['resident_bytes']"); rs=$(json_get "$tmp/sh.json" "j['resident_bytes']")
+    if [ "${a%% *}" = "${b%% *}" ] && [ "${a%% *}" = "${s%% *}" ] &&
+       [ "${b#* }" = "True True" ] && [ "${s#* }" = "True True" ] && [ "$rs" -lt "$ra" ]; then
+        ok "$name (${a%% *}; resident per rank $ra, sharded $rs)"
+    else
+        fail "$name" "one process: $a; 2 ranks: $b; sharded: $s (resident $ra, $rs)"
+    fi
+}
+
+R18="resnet18 --input-size 64x64 --batch 4 --steps 5 --backend cpu --threads 1"
+GPT="gpt2 --layers 2 --width 64 --heads 4 --seq-len 32 --vocab 256 --batch 4 --steps 5 --optimizer adamw --backend cpu --threads 1"
+for s in "none" "approx-mc --budget min" "hybrid --budget min"; do
+    same "resnet18 sgd $s" $R18 --strategy $s
+    same "gpt2 adamw $s" $GPT --strategy $s
+done
+
+# --data: rank r reads micro-batch r of each step, as the one process does
+"$PY" - "$tmp" <<'PYEOF'
+import struct, sys, random
+random.seed(5)
+n, c, h, w = 24, 3, 32, 32
+with open(sys.argv[1] + "/d0.bin", "wb") as f:
+    f.write(b"REMATDAT" + struct.pack("<4q", n, c, h, w))
+    f.write(struct.pack("<%df" % (n * c * h * w), *[random.uniform(-1, 1) for _ in range(n * c * h * w)]))
+    f.write(struct.pack("<%di" % n, *[random.randrange(10) for _ in range(n)]))
+PYEOF
+SMALL="resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 3 --backend cpu --threads 1"
+same "resnet18 --data" $SMALL --data "$tmp/d0.bin"
+
+# fault NAME CMD...: exits non-zero within 30 s (timeout's 124: a hang), naming rank 1
+fault() {
+    local name=$1; shift
+    local t0=$SECONDS rc
+    timeout 30 "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
+        fail "$name" "exit $rc after $((SECONDS - t0)) s: $(tail -5 "$tmp/err")"; return
+    fi
+    if ! grep -q "rank 1" "$tmp/err"; then fail "$name" "no message names rank 1: $(tail -5 "$tmp/err")"; return; fi
+    ok "$name (exit $rc after $((SECONDS - t0)) s)"
+}
+# rank 1's --data does not exist: both ranks say that rank 1 failed
+fault "missing data on rank 1" $MPIRUN sh -c 'exec "$0" train '"$SMALL"' --data "$1/d$OMPI_COMM_WORLD_RANK.bin"' \
+    "$REMAT" "$tmp"
+if [ "$(grep -c 'rank 1 of 2 failed setting up' "$tmp/err")" -ne 2 ]; then
+    fail "missing data: both ranks" "$(cat "$tmp/err")"
+else ok "missing data: both ranks name rank 1"; fi
+# rank 1 killed after 3 s of a long run
+fault "rank 1 killed" $MPIRUN sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 3; kill -9 $$) & fi; exec "$0" train '"$SMALL"' --steps 100000' "$REMAT"
+
+echo "RESULT $passed $failed $skipped"
