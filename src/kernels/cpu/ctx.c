@@ -8,6 +8,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Loads the kernel library's lazily made parts before any trainer: the OpenMP threads
+ * and their stacks, and oneDNN's GEMM kernels (generated on first use, on whichever
+ * thread first calls them) for both transpositions of each operand and both
+ * accumulation modes, on every thread. */
+static void cpu_warm(int threads)
+{
+    float a[64 * 64] = {0}, b[64 * 64] = {0};
+
+#pragma omp parallel num_threads(threads)
+    {
+        float c[64 * 64];
+
+        for (int k = 0; k < 8; k++)
+            dnnl_sgemm(k & 1 ? 'T' : 'N', k & 2 ? 'T' : 'N', 64, 64, 64, 1.0f, a, 64, b, 64,
+                       k & 4 ? 1.0f : 0.0f, c, 64);
+    }
+}
+
 remat_status cpu_ctx_new(int threads, struct cpu_ctx **out)
 {
     struct cpu_ctx *c;
@@ -26,6 +44,7 @@ remat_status cpu_ctx_new(int threads, struct cpu_ctx **out)
         c->bn_onednn = bn && !strcmp(bn, "onednn");
     }
     cpu_ctx_threads(c);
+    cpu_warm(c->threads);
     c->block4 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) ==
                         dnnl_cpu_isa_avx512_core
                     ? dnnl_nChw16c
