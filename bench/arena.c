@@ -267,8 +267,13 @@ static void strategy_rows(const char *net, const remat_tgraph *tg, remat_strateg
     struct row r = {0};
     size_t half;
 
+    remat_status ps;
+
     snprintf(dump_name, sizeof dump_name, "%s-%s-min", net, remat_strategy_name(st));
-    if (plan(tg, st, true, 0, &s, &pi) || !measure(tg, s, &r)) {
+    if ((ps = plan(tg, st, true, 0, &s, &pi)) == REMAT_ERR_UNSUPPORTED &&
+        (st == REMAT_STRATEGY_BLOCKS || st == REMAT_STRATEGY_SELECTIVE))
+        return; /* a rule that does not apply: no numbered blocks, no attention */
+    if (ps || !measure(tg, s, &r)) {
         printf("| %s | %s | min | failed: %s |||||||\n", net, remat_strategy_name(st),
                remat_errmsg());
         remat_schedule_free(s);

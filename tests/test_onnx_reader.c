@@ -303,9 +303,17 @@ static void test_broken_models(void)
     mb_init(&b, 13, 1, "y");
     mb_node(&b, 0, "Add", "a", "x", "x2", "y");
     b.g.n_input = 2;
-    b.ttin[1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-    mb_expect(&b, "an int64 input", REMAT_ERR_UNSUPPORTED,
+    b.ttin[1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+    mb_expect(&b, "a float64 input", REMAT_ERR_UNSUPPORTED,
               (const char *const[]){"'x2'", "not a float tensor", NULL});
+
+    /* int64 token ids have 1 to 3 dimensions */
+    mb_init(&b, 13, 1, "y");
+    mb_node(&b, 0, "Add", "a", "x", "x2", "y");
+    b.g.n_input = 2;
+    b.ttin[1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_expect(&b, "4-d int64 token ids", REMAT_ERR_UNSUPPORTED,
+              (const char *const[]){"'x2'", "(1 to 3 expected)", NULL});
 
     /* a 4-d output is not logits */
     mb_init(&b, 13, 1, "y");

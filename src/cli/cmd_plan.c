@@ -4,6 +4,7 @@
  */
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "io/onnx.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,9 @@ static void help(FILE *f)
             "                      fastest) whatever the budget, so that any two plans of\n"
             "                      a model train to the same bits\n"
             "  --schedule FILE     write the schedule as JSON\n" CLI_OFFLOAD_HELP
+            "  --check             an ONNX model: report which op types remat lacks (each\n"
+            "                      with its count and first node) and whether the whole\n"
+            "                      model reads; exit 0 when it does, 1 otherwise\n"
             "  --json              print the figures as one JSON object\n");
 }
 
@@ -278,7 +282,7 @@ struct plan_cmd {
     const char *strategy, *sched_path, *trace_path;
     remat_plan_opts po;
     remat_train_opts to;
-    bool backend, as_json;
+    bool backend, as_json, check;
 };
 
 /* One option at argv[*i] (advancing *i past its value): 1 taken, 0 not an option of
@@ -291,6 +295,8 @@ static int plan_option(struct plan_cmd *c, int argc, char **argv, int *i)
 
     if (!strcmp(a, "--json"))
         c->as_json = true;
+    else if (!strcmp(a, "--check"))
+        c->check = true;
     else if (!strcmp(a, "--strategy"))
         return (c->strategy = cli_value(argc, argv, i)) ? 1 : -1;
     else if (!strcmp(a, "--budget"))
@@ -375,6 +381,65 @@ static remat_status plan_with_progress(const struct plan_cmd *c, remat_schedule 
     return st;
 }
 
+/* --check: the coverage report of an ONNX file, as text or JSON; 0 when every node maps
+ * and the model reads, else the exit code of the read's failure. */
+static int check_onnx(const struct plan_cmd *c)
+{
+    static struct onnx_cover cv;
+    const char *dot = strrchr(c->m.spec, '.');
+    remat_onnx_opts oo = {.batch = c->m.batch_given ? c->m.zoo.batch : 0};
+    remat_status st;
+    struct json j;
+
+    if (!dot || strcmp(dot, ".onnx"))
+        return cli_error("--check reads an ONNX model (*.onnx)", "plan: --check applies to "
+                         "ONNX files, not '%s'", c->m.spec);
+    memset(&cv, 0, sizeof cv);
+    st = onnx_check(c->m.spec, &oo, &cv);
+    if (cv.opset < 0 && st) /* not an ONNX model we could open */
+        return cli_error_code(cli_exit_code(st), NULL, "%s", remat_errmsg());
+    if (c->as_json) {
+        json_begin(&j, stdout, '{');
+        json_str(&j, "model", c->m.spec);
+        json_i64(&j, "opset", cv.opset);
+        json_i64(&j, "nodes", (int64_t)cv.n_nodes);
+        json_bool(&j, "supported", st == REMAT_OK);
+        json_key(&j, "unsupported");
+        json_begin(&j, NULL, '[');
+        for (size_t k = 0; k < cv.n_gaps; k++) {
+            json_begin(&j, NULL, '{');
+            json_str(&j, "op_type", cv.gap[k].type);
+            json_str(&j, "domain", cv.gap[k].domain);
+            json_i64(&j, "count", (int64_t)cv.gap[k].count);
+            json_i64(&j, "first_node", (int64_t)cv.gap[k].first);
+            json_str(&j, "first_name", cv.gap[k].first_name);
+            json_end(&j, '}');
+        }
+        json_end(&j, ']');
+        json_i64(&j, "more_types", (int64_t)cv.more);
+        if (st)
+            json_str(&j, "error", remat_errmsg());
+        else
+            json_i64(&j, "ops", cv.n_ops);
+        json_end(&j, '}');
+        return cli_exit_code(st);
+    }
+    printf("model            %s, opset %d, %zu nodes\n", c->m.spec, cv.opset, cv.n_nodes);
+    if (!cv.n_gaps)
+        printf("coverage         every op type maps\n");
+    for (size_t k = 0; k < cv.n_gaps; k++)
+        printf("%-16s %s%s%s x%zu (first: node %zu '%s')\n", k ? "" : "unsupported",
+               cv.gap[k].domain, *cv.gap[k].domain ? ":" : "", cv.gap[k].type,
+               cv.gap[k].count, cv.gap[k].first, cv.gap[k].first_name);
+    if (cv.more)
+        printf("                 and %zu more op types\n", cv.more);
+    if (!st)
+        printf("read             ok: %d remat ops\n", cv.n_ops);
+    else if (!cv.n_gaps)
+        printf("read             refused: %s\n", remat_errmsg());
+    return cli_exit_code(st);
+}
+
 int cmd_plan(int argc, char **argv)
 {
     struct plan_cmd c = {.m = {.zoo = {.batch = 1}}, .strategy = "none",
@@ -390,6 +455,8 @@ int cmd_plan(int argc, char **argv)
     cli_begin(argc, argv);
     if ((rc = parse_args(&c, argc, argv)))
         return rc < 0 ? 0 : rc;
+    if (c.check)
+        return check_onnx(&c);
     if ((rc = cli_model_load(&c.m)))
         goto out;
     rc = 1;

@@ -9,8 +9,10 @@
  * initializer or a Constant node's tensor (read by the ops that take constant inputs:
  * Reshape's shape, Pad's pads, Clip's bounds, Resize's sizes), or an output remat does
  * not produce (batch norm's running statistics in training mode, dropout's mask), which
- * no later node may read. The one graph output is the logits; a softmax cross-entropy
- * against labels becomes the loss, as for the zoo's classifiers.
+ * no later node may read, or a pending part of a pattern (onnx_tf.c). Inputs are float
+ * tensors or int64/int32 token ids (a tokens value). The one graph output is the logits:
+ * (batch, classes) get a softmax cross-entropy against labels, as for the zoo's
+ * classifiers; (batch, seq, vocab) a token cross-entropy against target tokens.
  *
  * Ops and their mapping: onnx_ops.c and docs/onnx.md. Parameters are named after their
  * initializers' prefix ("layer1.0.conv1.weight" names the op "layer1.0.conv1"), so the
@@ -23,6 +25,7 @@
  */
 #include "io/onnx_read.h"
 #include "models/zoo.h"
+#include "onnx.pb-c.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -53,72 +56,6 @@ void remat_onnx_weights_free(remat_onnx_weights *w)
     core_free(w_al(w), w, sizeof *w);
 }
 
-/* ------------------------------------------------------------------ reader state */
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
-struct ent *ox_lookup(const struct rd *r, const char *name)
-{
-    size_t k;
-
-    if (!r->cap || !name)
-        return NULL;
-    k = hash_str(name) & (r->cap - 1);
-    while (r->tab[k].name) {
-        if (!strcmp(r->tab[k].name, name))
-            return &r->tab[k];
-        k = (k + 1) & (r->cap - 1);
-    }
-    return NULL;
-}
-
-/* Defines name (a later definition replaces an earlier one, as in a graph that reuses a
- * name; ONNX forbids it but nothing is lost by taking the last). */
-remat_status ox_define(struct rd *r, const char *name, struct ent e)
-{
-    struct ent *x;
-    size_t k;
-
-    if (!name || !*name)
-        return REMAT_OK; /* an optional output left out */
-    if ((x = ox_lookup(r, name))) {
-        *x = e;
-        x->name = name;
-        return REMAT_OK;
-    }
-    if (2 * (r->used + 1) > r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 256;
-        struct ent *t = core_calloc(r->a, cap, sizeof *t);
-
-        if (!t)
-            return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory", r->label);
-        for (size_t i = 0; i < r->cap; i++)
-            if (r->tab[i].name) {
-                k = hash_str(r->tab[i].name) & (cap - 1);
-                while (t[k].name)
-                    k = (k + 1) & (cap - 1);
-                t[k] = r->tab[i];
-            }
-        core_free(r->a, r->tab, sizeof *r->tab * r->cap);
-        r->tab = t;
-        r->cap = cap;
-    }
-    k = hash_str(name) & (r->cap - 1);
-    while (r->tab[k].name)
-        k = (k + 1) & (r->cap - 1);
-    r->tab[k] = e;
-    r->tab[k].name = name;
-    r->used++;
-    return REMAT_OK;
-}
-
 /* REMAT_FAIL(code) with "<file>: node i 'name' (Type, opset N): <message>". */
 remat_status ox_node_fail(const struct rd *r, remat_status code, const char *fmt, ...)
 {
@@ -142,6 +79,34 @@ remat_status ox_graph_fail(const struct rd *r)
     return ox_node_fail(r, remat_graph_status(r->g), "%s", msg);
 }
 
+/* ------------------------------------------------------------------ the node */
+
+const char *ox_node_type(const struct rd *r)
+{
+    return r->node->op_type ? r->node->op_type : "";
+}
+
+const char *ox_node_name(const struct rd *r)
+{
+    return r->node->name ? r->node->name : "";
+}
+
+size_t ox_n_in(const struct rd *r)
+{
+    return r->node->n_input;
+}
+
+size_t ox_n_out(const struct rd *r)
+{
+    return r->node->n_output;
+}
+
+const char *ox_out_name(const struct rd *r, size_t i)
+{
+    return i < r->node->n_output && r->node->output[i] && *r->node->output[i]
+               ? r->node->output[i] : NULL;
+}
+
 /* ------------------------------------------------------------------ tensors */
 
 /* The element count of t's dims (-1 when a dim is negative or the count overflows). */
@@ -153,6 +118,170 @@ int64_t ox_tensor_numel(const Onnx__TensorProto *t)
         if (t->dims[i] < 0 || !core_mul_i64(n, t->dims[i], &n) || n > ((int64_t)1 << 40))
             return -1;
     return n;
+}
+
+const char *ox_tensor_name(const Onnx__TensorProto *t)
+{
+    return t->name ? t->name : "";
+}
+
+int ox_tensor_type(const Onnx__TensorProto *t)
+{
+    return t->data_type;
+}
+
+int ox_tensor_dims(const Onnx__TensorProto *t, int64_t *dims, int max)
+{
+    if (t->n_dims > (size_t)max)
+        return -1;
+    for (size_t i = 0; i < t->n_dims; i++)
+        dims[i] = t->dims[i];
+    return (int)t->n_dims;
+}
+
+int ox_dtype_class(int ty)
+{
+    switch (ty) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16:
+        return OX_F;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+        return OX_B;
+    default:
+        return OX_I;
+    }
+}
+
+/* Element i of t's raw data as a double (size and kind by data type). */
+static double raw_at(const Onnx__TensorProto *t, int64_t i, size_t es)
+{
+    const uint8_t *p = t->raw_data.data + (size_t)i * es;
+    union { float f; double d; int64_t l; int32_t w; int16_t h; int8_t b; uint8_t u; } x;
+
+    memcpy(&x, p, es);
+    switch (t->data_type) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: return x.f;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: return x.d;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: return (double)x.l;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: return x.w;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: return x.h;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: return x.b;
+    default: return x.u; /* uint8, bool */
+    }
+}
+
+static size_t elem_size(int ty)
+{
+    switch (ty) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: return 8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: return 4;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return 1;
+    default: return 0;
+    }
+}
+
+remat_status ox_tensor_doubles(const struct rd *r, const Onnx__TensorProto *t, double **out,
+                               int64_t *n_out)
+{
+    int64_t n = ox_tensor_numel(t);
+    size_t es = elem_size(t->data_type), typed;
+    bool f = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+         d = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE,
+         l = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    double *v;
+
+    *out = NULL;
+    if (!es)
+        return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "constant '%s' has data type %d",
+                            ox_tensor_name(t), (int)t->data_type);
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "tensor '%s' keeps its data in an "
+                            "external file", ox_tensor_name(t));
+    typed = f ? t->n_float_data : d ? t->n_double_data : l ? t->n_int64_data : t->n_int32_data;
+    if (n < 0 || n > ((int64_t)1 << 28) ||
+        (t->has_raw_data ? t->raw_data.len != (size_t)n * es : typed != (size_t)n))
+        return ox_node_fail(r, REMAT_ERR_PARSE, "tensor '%s': its dims and its data disagree",
+                            ox_tensor_name(t));
+    if (!(v = core_alloc(r->a, sizeof(double) * (size_t)(n ? n : 1))))
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory", r->label);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = t->has_raw_data ? raw_at(t, i, es) : f ? t->float_data[i]
+               : d ? t->double_data[i] : l ? (double)t->int64_data[i] : t->int32_data[i];
+    *out = v;
+    *n_out = n;
+    return REMAT_OK;
+}
+
+remat_status ox_make_tensor(struct rd *r, int dtype, int ndim, const int64_t *dims,
+                            const double *v, const Onnx__TensorProto **out)
+{
+    Onnx__TensorProto *t;
+    int64_t n = 1;
+    size_t es = dtype == OX_F ? 4 : dtype == OX_I ? 8 : 1;
+
+    for (int i = 0; i < ndim; i++)
+        if (dims[i] < 0 || !core_mul_i64(n, dims[i], &n) || n > ((int64_t)1 << 28))
+            return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "a folded constant of more than "
+                                "2^28 values");
+    if (r->n_made == r->cap_made) {
+        size_t cap = r->cap_made ? 2 * r->cap_made : 64;
+        Onnx__TensorProto **m = core_realloc(r->a, r->made, sizeof *m * r->cap_made,
+                                             sizeof *m * cap);
+
+        if (!m)
+            return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory", r->label);
+        r->made = m;
+        r->cap_made = cap;
+    }
+    if (!(t = core_calloc(r->a, 1, sizeof *t)))
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory", r->label);
+    onnx__tensor_proto__init(t);
+    r->made[r->n_made++] = t;
+    t->dims = core_calloc(r->a, (size_t)(ndim ? ndim : 1), sizeof *t->dims);
+    t->raw_data.data = core_calloc(r->a, 1, (size_t)n * es > 8 ? (size_t)n * es : 8);
+    if (!t->dims || !t->raw_data.data)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory", r->label);
+    t->n_dims = (size_t)ndim;
+    memcpy(t->dims, dims, sizeof *dims * (size_t)ndim);
+    t->has_raw_data = 1;
+    t->raw_data.len = (size_t)n * es;
+    t->has_data_type = 1;
+    t->data_type = dtype == OX_F ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+                   : dtype == OX_I ? ONNX__TENSOR_PROTO__DATA_TYPE__INT64
+                                   : ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    for (int64_t i = 0; i < n; i++) {
+        float f = (float)v[i];
+        int64_t l = (int64_t)v[i];
+
+        if (dtype == OX_F)
+            memcpy(t->raw_data.data + 4 * i, &f, 4);
+        else if (dtype == OX_I)
+            memcpy(t->raw_data.data + 8 * i, &l, 8);
+        else
+            t->raw_data.data[i] = v[i] != 0;
+    }
+    *out = t;
+    return REMAT_OK;
+}
+
+static void free_made(struct rd *r)
+{
+    for (size_t i = 0; i < r->n_made; i++) {
+        Onnx__TensorProto *t = r->made[i];
+
+        core_free(r->a, t->raw_data.data, t->raw_data.len > 8 ? t->raw_data.len : 8);
+        core_free(r->a, t->dims, sizeof *t->dims * (t->n_dims ? t->n_dims : 1));
+        core_free(r->a, t, sizeof *t);
+    }
+    core_free(r->a, r->made, sizeof *r->made * r->cap_made);
+    core_free(r->a, r->params, sizeof *r->params * r->cap_params);
 }
 
 /* Copies a float tensor's values (float_data or raw_data, checked against its dims). */
@@ -257,47 +386,84 @@ const char *ox_in_name(const struct rd *r, size_t i)
                                                                            : NULL;
 }
 
-/* Input i as an activation (a remat value). */
-remat_status ox_in_act(const struct rd *r, size_t i, int32_t *v)
+/* Input i's entry. */
+remat_status ox_in_ent(const struct rd *r, size_t i, struct ent **e)
 {
     const char *nm = ox_in_name(r, i);
-    const struct ent *e = ox_lookup(r, nm);
 
+    *e = NULL;
     if (!nm)
         return ox_node_fail(r, REMAT_ERR_PARSE, "input %zu is missing", i);
-    if (!e)
+    if (!(*e = ox_lookup(r, nm)))
         return ox_node_fail(r, REMAT_ERR_PARSE, "reads '%s', which no earlier node, initializer "
-                         "or graph input defines (a dangling name, or nodes out of "
-                         "topological order)", nm);
-    if (e->kind == E_DEAD)
+                            "or graph input defines (a dangling name, or nodes out of "
+                            "topological order)", nm);
+    if ((*e)->kind == E_DEAD)
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "reads '%s', %s, which remat does not "
-                         "produce", nm, e->why);
+                            "produce", nm, (*e)->why);
+    return REMAT_OK;
+}
+
+/* Input i as an activation (a remat value; a pending expression is built first). */
+remat_status ox_in_act(struct rd *r, size_t i, int32_t *v)
+{
+    struct ent *e;
+    remat_status st = ox_in_ent(r, i, &e);
+
+    if (st)
+        return st;
+    if (e->kind == E_PEND)
+        return ox_pend_build(r, e, v);
     if (e->kind != E_ACT)
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "input %zu ('%s') is a constant where "
-                         "remat needs an activation", i, nm);
+                            "remat needs an activation", i, e->name);
     *v = e->value;
     return REMAT_OK;
 }
 
-/* Input i as a constant tensor (NULL when the optional input is absent). */
-remat_status ox_in_tensor(const struct rd *r, size_t i, bool optional,
-                              const Onnx__TensorProto **t)
+/* The transposed copy of a 2-d constant that a Transpose left as a flag. */
+static remat_status untranspose(struct rd *r, struct ent *e)
 {
-    const char *nm = ox_in_name(r, i);
-    const struct ent *e = ox_lookup(r, nm);
+    double *v = NULL, *q = NULL;
+    int64_t n = 0, d[2];
+    remat_status st;
+
+    if (ox_tensor_dims(e->t, d, 2) != 2)
+        return ox_node_fail(r, REMAT_ERR_SHAPE, "a transposed constant that is not 2-d");
+    if ((st = ox_tensor_doubles(r, e->t, &v, &n)))
+        return st;
+    if (!(q = core_alloc(r->a, sizeof(double) * (size_t)(n ? n : 1)))) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory", r->label);
+        goto out;
+    }
+    for (int64_t i = 0; i < d[0]; i++)
+        for (int64_t j = 0; j < d[1]; j++)
+            q[j * d[0] + i] = v[i * d[1] + j];
+    st = ox_make_tensor(r, ox_dtype_class(e->t->data_type), 2, (int64_t[]){d[1], d[0]}, q,
+                        &e->t);
+    e->trans = false;
+out:
+    core_free(r->a, v, sizeof(double) * (size_t)(n ? n : 1));
+    core_free(r->a, q, sizeof(double) * (size_t)(n ? n : 1));
+    return st;
+}
+
+/* Input i as a constant tensor (NULL when the optional input is absent). */
+remat_status ox_in_tensor(struct rd *r, size_t i, bool optional, const Onnx__TensorProto **t)
+{
+    struct ent *e;
+    remat_status st;
 
     *t = NULL;
-    if (!nm) {
-        if (optional)
-            return REMAT_OK;
-        return ox_node_fail(r, REMAT_ERR_PARSE, "input %zu is missing", i);
-    }
-    if (!e)
-        return ox_node_fail(r, REMAT_ERR_PARSE, "reads '%s', which no earlier node, initializer "
-                         "or graph input defines", nm);
+    if (!ox_in_name(r, i) && optional)
+        return REMAT_OK;
+    if ((st = ox_in_ent(r, i, &e)))
+        return st;
     if (e->kind != E_TENSOR)
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "input %zu ('%s') must be an initializer "
-                         "or a constant", i, nm);
+                            "or a constant", i, e->name);
+    if (e->trans && (st = untranspose(r, e)))
+        return st;
     *t = e->t;
     return REMAT_OK;
 }
@@ -348,6 +514,30 @@ remat_status ox_attr_ints(const struct rd *r, const char *name, int64_t *v, size
     return REMAT_OK;
 }
 
+remat_status ox_attr_ints_upto(const struct rd *r, const char *name, int64_t *v, size_t max,
+                               size_t *n)
+{
+    const Onnx__AttributeProto *a = ox_attr(r, name);
+
+    *n = 0;
+    if (!a)
+        return REMAT_OK;
+    if (a->n_ints > max)
+        return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "attribute %s has %zu values (at most "
+                            "%zu)", name, a->n_ints, max);
+    for (size_t i = 0; i < a->n_ints; i++)
+        v[i] = a->ints[i];
+    *n = a->n_ints;
+    return REMAT_OK;
+}
+
+const Onnx__TensorProto *ox_attr_tensor(const struct rd *r, const char *name)
+{
+    const Onnx__AttributeProto *a = ox_attr(r, name);
+
+    return a ? a->t : NULL;
+}
+
 bool ox_attr_str_is(const struct rd *r, const char *name, const char *want,
                         const char *dflt)
 {
@@ -358,188 +548,6 @@ bool ox_attr_str_is(const struct rd *r, const char *name, const char *want,
     return a->s.len == strlen(want) && !memcmp(a->s.data, want, a->s.len);
 }
 
-/* ------------------------------------------------------------------ building */
-
-/* A unique op name: the prefix of the node's first weight initializer ("a.b.weight"
- * gives "a.b"), else the node's name, else its type and index. */
-remat_status ox_op_name(struct rd *r, char *buf, size_t n)
-{
-    const char *w = ox_in_name(r, 1);
-    const struct ent *e = ox_lookup(r, w);
-    const char *dot = w ? strrchr(w, '.') : NULL;
-    int k = 1;
-
-    char base[200];
-
-    if (e && e->kind == E_TENSOR && dot && dot > w)
-        snprintf(base, sizeof base, "%.*s", (int)(dot - w), w);
-    else if (r->node->name && *r->node->name)
-        snprintf(base, sizeof base, "%s", r->node->name);
-    else
-        snprintf(base, sizeof base, "%s_%zu", r->node->op_type, r->node_i);
-    snprintf(buf, n, "%s", base);
-    for (;;) { /* unique: base, base#2, base#3, ... */
-        bool taken = false;
-
-        for (size_t i = 0; i < r->n_names && !taken; i++)
-            taken = !strcmp(r->names[i], buf);
-        if (!taken)
-            break;
-        snprintf(buf, n, "%s#%d", base, ++k);
-    }
-    if (r->n_names == r->cap_names) {
-        size_t cap = r->cap_names ? 2 * r->cap_names : 64;
-        char **nn = core_realloc(r->a, r->names, sizeof *nn * r->cap_names, sizeof *nn * cap);
-
-        if (!nn)
-            return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory", r->label);
-        r->names = nn;
-        r->cap_names = cap;
-    }
-    if (!(r->names[r->n_names] = core_strdup(r->a, buf)))
-        return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory", r->label);
-    r->n_names++;
-    return REMAT_OK;
-}
-
-/* Adds op with the given activation inputs; defines the node's first output. */
-remat_status ox_emit(struct rd *r, remat_op op, const int32_t *ins, int n,
-                         const remat_attrs *at, int32_t *out)
-{
-    char name[256];
-    remat_status st;
-    int32_t v;
-
-    if ((st = ox_op_name(r, name, sizeof name)))
-        return st;
-    v = remat_graph_add(r->g, op, ins, n, at, name);
-    if (v < 0)
-        return ox_graph_fail(r);
-    if (out)
-        *out = v;
-    return ox_define(r, r->node->output[0], (struct ent){.kind = E_ACT, .value = v});
-}
-
-/* Records the starting value of parameter "<op>.<leaf>" from tensor t, whose element
- * count must be want (the parameter remat made). */
-remat_status ox_keep_weight(struct rd *r, const Onnx__TensorProto *t, const char *leaf,
-                                int64_t want)
-{
-    remat_onnx_weights *w = r->w;
-    char name[300];
-    float *data = NULL;
-    int64_t n = 0;
-    remat_status st;
-
-    if (!t)
-        return REMAT_OK;
-    if ((st = ox_tensor_floats(r, t, &data, &n)))
-        return st;
-    if (n != want) {
-        core_free(r->a, data, sizeof(float) * (size_t)(n ? n : 1));
-        return ox_node_fail(r, REMAT_ERR_SHAPE, "'%s' has %lld values; the op needs %lld",
-                         t->name ? t->name : "", (long long)n, (long long)want);
-    }
-    snprintf(name, sizeof name, "%s.%s", r->names[r->n_names - 1], leaf);
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? 2 * w->cap : 64;
-        struct wrec *nw = core_realloc(r->a, w->w, sizeof *nw * w->cap, sizeof *nw * cap);
-
-        if (!nw)
-            goto nomem;
-        w->w = nw;
-        w->cap = cap;
-    }
-    w->w[w->n].data = data;
-    w->w[w->n].n = n;
-    if (!(w->w[w->n].name = core_strdup(r->a, name)))
-        goto nomem;
-    w->n++;
-    return REMAT_OK;
-nomem:
-    core_free(r->a, data, sizeof(float) * (size_t)(n ? n : 1));
-    return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory", r->label);
-}
-
-/* The element count of parameter k (0: weight or gamma, 1: bias or beta) of the op just
- * added, or of its channels (k = -1: batch norm's running statistics). */
-int64_t ox_param_numel(const struct rd *r, int k)
-{
-    const struct gop *op = graph_op(r->g, (int32_t)r->g->ops.n - 1);
-    int32_t n_data = op->n_in, v;
-
-    if (k < 0)
-        return graph_value(r->g, op->in[0])->shape[1];
-    while (n_data > 0 && graph_value(r->g, op->in[n_data - 1])->kind == VK_PARAM)
-        n_data--;
-    v = n_data + k < op->n_in ? op->in[n_data + k] : -1;
-    return v >= 0 ? graph_numel(graph_value(r->g, v)) : -1;
-}
-
-int64_t ox_shape_of(const struct rd *r, int32_t v, int64_t s[4])
-{
-    return remat_graph_value_shape(r->g, v, s);
-}
-
-/* Marks outputs from index first on as produced by nothing remat keeps. */
-remat_status ox_dead_outputs(struct rd *r, size_t first, const char *why)
-{
-    remat_status st = REMAT_OK;
-
-    for (size_t i = first; i < r->node->n_output && !st; i++)
-        st = ox_define(r, r->node->output[i], (struct ent){.kind = E_DEAD, .why = why});
-    return st;
-}
-
-/* kernel_shape, strides, pads (symmetric), dilations into at, from a 2-d op; with
- * auto_pad SAME_* the padding is worked out from the input's spatial size. */
-remat_status ox_window(struct rd *r, int32_t x, int64_t kh, int64_t kw, remat_attrs *at)
-{
-    int64_t k[2] = {kh, kw}, s[2] = {1, 1}, p[4] = {0, 0, 0, 0}, d[2] = {1, 1}, xs[4];
-    bool gk, gs, gp, gd;
-    remat_status st;
-
-    if ((st = ox_attr_ints(r, "kernel_shape", k, 2, &gk)) || (st = ox_attr_ints(r, "strides", s, 2, &gs)) ||
-        (st = ox_attr_ints(r, "pads", p, 4, &gp)) || (st = ox_attr_ints(r, "dilations", d, 2, &gd)))
-        return st;
-    if (k[0] <= 0 || k[1] <= 0 || s[0] <= 0 || s[1] <= 0 || d[0] <= 0 || d[1] <= 0)
-        return ox_node_fail(r, REMAT_ERR_PARSE, "kernel, stride and dilation must be positive");
-    if (ox_attr_str_is(r, "auto_pad", "SAME_UPPER", "NOTSET") ||
-        ox_attr_str_is(r, "auto_pad", "SAME_LOWER", "NOTSET")) {
-        if (ox_shape_of(r, x, xs) != 4)
-            return ox_node_fail(r, REMAT_ERR_SHAPE, "auto_pad needs a 4-d input");
-        for (int i = 0; i < 2; i++) {
-            int64_t o = (xs[2 + i] + s[i] - 1) / s[i];
-            int64_t tot = (o - 1) * s[i] + (k[i] - 1) * d[i] + 1 - xs[2 + i];
-
-            tot = tot > 0 ? tot : 0;
-            p[i] = p[i + 2] = tot / 2;
-            if (tot % 2)
-                return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "auto_pad SAME with an odd total "
-                                 "padding (%lld) is asymmetric; remat pads symmetrically",
-                                 (long long)tot);
-        }
-    } else if (!ox_attr_str_is(r, "auto_pad", "NOTSET", "NOTSET") &&
-               !ox_attr_str_is(r, "auto_pad", "VALID", "NOTSET")) {
-        return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "unknown auto_pad");
-    }
-    if (p[0] != p[2] || p[1] != p[3])
-        return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "asymmetric pads [%lld, %lld, %lld, %lld]; "
-                         "remat pads both sides alike", (long long)p[0], (long long)p[1],
-                         (long long)p[2], (long long)p[3]);
-    if (p[0] < 0 || p[1] < 0)
-        return ox_node_fail(r, REMAT_ERR_PARSE, "negative pads");
-    at->kh = (int32_t)k[0];
-    at->kw = (int32_t)k[1];
-    at->sh = (int32_t)s[0];
-    at->sw = (int32_t)s[1];
-    at->ph = (int32_t)p[0];
-    at->pw = (int32_t)p[1];
-    at->dh = (int32_t)d[0];
-    at->dw = (int32_t)d[1];
-    return REMAT_OK;
-}
-
 /* ------------------------------------------------------------------ the model */
 
 /* One data input: float, 1 to 4 dimensions of known size (a symbolic first one is the
@@ -547,20 +555,23 @@ remat_status ox_window(struct rd *r, int32_t x, int64_t kh, int64_t kw, remat_at
 static remat_status read_one_input(struct rd *r, const Onnx__ValueInfoProto *in, bool first)
 {
     int64_t shape[4];
-    int nd;
+    int nd, ty;
     int32_t v;
+    bool ids;
 
     if (!in->name || !*in->name)
         return REMAT_FAIL(REMAT_ERR_PARSE, "%s: an input has no name", r->label);
-    if (!in->type || in->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
-        !in->type->tensor_type || !in->type->tensor_type->shape ||
-        in->type->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: input '%s' is not a float tensor of "
-                          "known rank", r->label, in->name);
+    ty = in->type && in->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+         in->type->tensor_type && in->type->tensor_type->shape
+             ? in->type->tensor_type->elem_type : -1;
+    ids = ty == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || ty == ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+    if (ty != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && !ids)
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: input '%s' is not a float tensor (or "
+                          "int64/int32 token ids) of known rank", r->label, in->name);
     nd = (int)in->type->tensor_type->shape->n_dim;
-    if (nd < 1 || nd > 4)
-        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: input '%s' has %d dimensions (1 to 4 "
-                          "expected)", r->label, in->name, nd);
+    if (nd < 1 || nd > (ids ? 3 : 4))
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: input '%s' has %d dimensions (1 to %d "
+                          "expected)", r->label, in->name, nd, ids ? 3 : 4);
     for (int i = 0; i < nd; i++) {
         const Onnx__TensorShapeProto__Dimension *d = in->type->tensor_type->shape->dim[i];
         bool known = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
@@ -579,7 +590,9 @@ static remat_status read_one_input(struct rd *r, const Onnx__ValueInfoProto *in,
     }
     if (shape[0] == r->batch_file)
         shape[0] = r->batch;
-    v = remat_graph_input(r->g, in->name, nd, shape);
+    r->has_tokens = r->has_tokens || ids;
+    v = ids ? remat_graph_tokens(r->g, in->name, nd, shape)
+            : remat_graph_input(r->g, in->name, nd, shape);
     if (v < 0)
         return REMAT_FAIL(remat_graph_status(r->g), "%s: input '%s': %s", r->label, in->name,
                           remat_errmsg());
@@ -605,11 +618,40 @@ static remat_status read_input(struct rd *r, const Onnx__GraphProto *gp)
     return REMAT_OK;
 }
 
+/* The loss on the logits: (batch, classes) get a softmax cross-entropy against labels;
+ * (batch, seq, vocab) a token cross-entropy against target tokens of shape (batch, seq),
+ * a new int32 value "targets" (a language model's next tokens). */
+static remat_status add_loss(struct rd *r, int32_t logits, const char *name)
+{
+    int64_t s[4];
+    int nd = (int)ox_shape_of(r, logits, s);
+    remat_status st;
+    int32_t ins[2], loss;
+
+    if (nd == 2) {
+        if ((st = zoo_class_loss(r->g, logits)))
+            return REMAT_FAIL(st, "%s: adding the loss: %s", r->label, remat_errmsg());
+        return REMAT_OK;
+    }
+    if (nd != 3)
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: the output '%s' has %d dimensions; remat "
+                          "trains (batch, classes) or (batch, seq, vocab) logits", r->label,
+                          name, nd);
+    ins[0] = logits;
+    ins[1] = remat_graph_tokens(r->g, "targets", 2, s);
+    loss = remat_graph_add(r->g, REMAT_OP_TOKEN_CE, ins, 2, NULL, "loss");
+    if (loss < 0 || (st = remat_graph_set_loss(r->g, loss)))
+        return REMAT_FAIL(remat_graph_status(r->g), "%s: adding the loss: %s", r->label,
+                          remat_errmsg());
+    return REMAT_OK;
+}
+
 static remat_status read_model(struct rd *r, const Onnx__ModelProto *m)
 {
     const Onnx__GraphProto *gp = m->graph;
-    const struct ent *out;
+    struct ent *out;
     remat_status st;
+    int32_t v;
 
     r->opset = -1;
     for (size_t i = 0; i < m->n_opset_import; i++) {
@@ -626,6 +668,10 @@ static remat_status read_model(struct rd *r, const Onnx__ModelProto *m)
                           OPSET_MIN, OPSET_MAX);
     if (!gp)
         return REMAT_FAIL(REMAT_ERR_PARSE, "%s: no graph", r->label);
+    if (r->cover) {
+        r->cover->opset = r->opset;
+        ox_coverage(gp, r->cover);
+    }
     if ((st = ox_check_coverage(r, gp)))
         return st;
     for (size_t i = 0; i < gp->n_initializer; i++) {
@@ -648,29 +694,28 @@ static remat_status read_model(struct rd *r, const Onnx__ModelProto *m)
         return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: %zu graph outputs; remat trains one, "
                           "the logits", r->label, gp->n_output);
     out = ox_lookup(r, gp->output[0]->name);
+    if (out && out->kind == E_PEND && (st = ox_pend_build(r, out, &v)))
+        return st;
     if (!out || out->kind != E_ACT)
         return REMAT_FAIL(REMAT_ERR_PARSE, "%s: the output '%s' is not computed by the graph",
                           r->label, gp->output[0]->name);
-    if (!r->no_loss) {
-        int64_t s[4];
-
-        if (ox_shape_of(r, out->value, s) != 2)
-            return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: the output '%s' is not 2-d (batch, "
-                              "classes) logits", r->label, gp->output[0]->name);
-    }
     r->w->output = out->value;
-    if (r->no_loss)
-        return REMAT_OK;
-    if ((st = zoo_class_loss(r->g, out->value)))
-        return REMAT_FAIL(st, "%s: adding the loss: %s", r->label, remat_errmsg());
-    return REMAT_OK;
+    return r->no_loss ? REMAT_OK : add_loss(r, out->value, gp->output[0]->name);
 }
 
 remat_status remat_onnx_read_buffer(const void *data, size_t n, const char *label,
                                     const remat_onnx_opts *o, const remat_allocator *a,
                                     remat_graph **graph, remat_onnx_weights **weights)
 {
-    struct rd r = {.label = label ? label : "ONNX model", .a = a};
+    return onnx_read_mem(data, n, label, o, a, graph, weights, NULL);
+}
+
+remat_status onnx_read_mem(const void *data, size_t n, const char *label,
+                           const remat_onnx_opts *o, const remat_allocator *a,
+                           remat_graph **graph, remat_onnx_weights **weights,
+                           struct onnx_cover *c)
+{
+    struct rd r = {.label = label ? label : "ONNX model", .a = a, .cover = c};
     Onnx__ModelProto *m = NULL;
     remat_status st;
 
@@ -713,52 +758,9 @@ out:
         core_strfree(a, r.names[i]);
     core_free(a, r.names, sizeof *r.names * r.cap_names);
     core_free(a, r.tab, sizeof *r.tab * r.cap);
+    free_made(&r);
     remat_graph_free(r.g);
     remat_onnx_weights_free(r.w);
     onnx__model_proto__free_unpacked(m, NULL);
-    return st;
-}
-
-remat_status remat_onnx_read(const char *path, const remat_onnx_opts *o,
-                             const remat_allocator *a, remat_graph **graph,
-                             remat_onnx_weights **weights)
-{
-    FILE *f;
-    long size;
-    void *buf = NULL;
-    struct stat sb;
-    remat_status st;
-
-    if (!path)
-        return REMAT_FAIL(REMAT_ERR_ARG, "no file name");
-    f = fopen(path, "rb");
-    if (!f)
-        return REMAT_FAIL(REMAT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    if (!fstat(fileno(f), &sb) && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        return REMAT_FAIL(REMAT_ERR_IO, "%s: is a directory", path);
-    }
-    if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-        fclose(f);
-        return REMAT_FAIL(REMAT_ERR_IO, "cannot read '%s'", path);
-    }
-    if ((size_t)size > ONNX_MAX_BYTES) {
-        fclose(f);
-        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: %ld bytes; ONNX files stop at 2 GiB",
-                          path, size);
-    }
-    buf = core_alloc(a, (size_t)size + 1);
-    if (!buf) {
-        fclose(f);
-        return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory reading %ld bytes", path, size);
-    }
-    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        fclose(f);
-        core_free(a, buf, (size_t)size + 1);
-        return REMAT_FAIL(REMAT_ERR_IO, "cannot read '%s'", path);
-    }
-    fclose(f);
-    st = remat_onnx_read_buffer(buf, (size_t)size, path, o, a, graph, weights);
-    core_free(a, buf, (size_t)size + 1);
     return st;
 }

@@ -5,7 +5,9 @@
  * node, its type and the opset.
  */
 #include "io/onnx_read.h"
+#include "onnx.pb-c.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static remat_status op_conv(struct rd *r, bool transposed)
@@ -534,18 +536,23 @@ static const struct ox_op *find_op(const char *type)
 
 bool ox_reads(const char *domain, const char *type)
 {
-    return (!domain || !*domain || !strcmp(domain, "ai.onnx")) && type && find_op(type);
+    return (!domain || !*domain || !strcmp(domain, "ai.onnx")) && type &&
+           (find_op(type) || ox_tf_reads(type));
 }
 
 remat_status ox_read_node(struct rd *r)
 {
     const char *t = r->node->op_type ? r->node->op_type : "";
     const struct ox_op *op;
+    bool done = false;
+    remat_status st;
 
     if (r->node->domain && *r->node->domain && strcmp(r->node->domain, "ai.onnx"))
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "domain '%s'", r->node->domain);
     if (r->node->n_output < 1 || !r->node->output[0] || !*r->node->output[0])
         return ox_node_fail(r, REMAT_ERR_PARSE, "no output");
+    if ((st = ox_fold(r, &done)) || done || (st = ox_tf_node(r, &done)) || done)
+        return st;
     if (!(op = find_op(t)))
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat has no %s (docs/onnx.md lists the "
                             "ops it reads)", t);
@@ -554,51 +561,60 @@ remat_status ox_read_node(struct rd *r)
 
 /* Every op type of the graph that remat does not read, at once: one refusal listing
  * each type with its count and its first node, so a user sees the whole gap. */
-#define COVER_MAX 64 /* distinct unknown types kept; more are counted */
-
-struct uncovered {
-    const Onnx__NodeProto *first;
-    size_t first_i, count;
-};
-
-remat_status ox_check_coverage(const struct rd *r, const Onnx__GraphProto *gp)
+void ox_coverage(const Onnx__GraphProto *gp, struct onnx_cover *c)
 {
-    struct uncovered u[COVER_MAX];
-    size_t n = 0, more = 0, nodes = 0, len = 0;
-    char list[3072] = "";
-
+    c->n_nodes = gp->n_node;
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *nd = gp->node[i];
+        const char *ty = nd->op_type ? nd->op_type : "", *dm = nd->domain ? nd->domain : "";
         size_t k = 0;
 
         if (ox_reads(nd->domain, nd->op_type))
             continue;
-        nodes++;
-        while (k < n && !(!strcmp(u[k].first->op_type ? u[k].first->op_type : "",
-                                  nd->op_type ? nd->op_type : "") &&
-                          !strcmp(u[k].first->domain ? u[k].first->domain : "",
-                                  nd->domain ? nd->domain : "")))
+        c->gap_nodes++;
+        while (k < c->n_gaps && !(!strncmp(c->gap[k].type, ty, sizeof c->gap[k].type - 1) &&
+                                  !strncmp(c->gap[k].domain, dm, sizeof c->gap[k].domain - 1)))
             k++;
-        if (k < n)
-            u[k].count++;
-        else if (n < COVER_MAX)
-            u[n++] = (struct uncovered){nd, i, 1};
-        else
-            more++;
+        if (k < c->n_gaps) {
+            c->gap[k].count++;
+        } else if (c->n_gaps < ONNX_COVER_MAX) {
+            struct onnx_gap *g = &c->gap[c->n_gaps++];
+
+            snprintf(g->type, sizeof g->type, "%s", ty);
+            snprintf(g->domain, sizeof g->domain, "%s", dm);
+            snprintf(g->first_name, sizeof g->first_name, "%s", nd->name ? nd->name : "");
+            g->count = 1;
+            g->first = i;
+        } else {
+            c->more++;
+        }
     }
-    if (!n)
-        return REMAT_OK;
-    for (size_t k = 0; k < n && len < sizeof list - 1; k++) {
-        const Onnx__NodeProto *nd = u[k].first;
+}
+
+remat_status ox_check_coverage(const struct rd *r, const Onnx__GraphProto *gp)
+{
+    struct onnx_cover *c = core_calloc(r->a, 1, sizeof *c);
+    size_t len = 0, n;
+    char list[3072] = "";
+    remat_status st;
+
+    if (!c)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "%s: out of memory", r->label);
+    ox_coverage(gp, c);
+    n = c->n_gaps + c->more;
+    for (size_t k = 0; k < c->n_gaps && len < sizeof list - 1; k++) {
+        const struct onnx_gap *g = &c->gap[k];
         int w = snprintf(list + len, sizeof list - len, "%s%s%s%s x%zu (first: node %zu '%.40s')",
-                         k ? ", " : "", nd->domain && *nd->domain ? nd->domain : "",
-                         nd->domain && *nd->domain ? ":" : "", nd->op_type ? nd->op_type : "?",
-                         u[k].count, u[k].first_i, nd->name ? nd->name : "");
+                         k ? ", " : "", g->domain, *g->domain ? ":" : "", g->type, g->count,
+                         g->first, g->first_name);
 
         len = w > 0 && (size_t)w < sizeof list - len ? len + (size_t)w : sizeof list - 1;
     }
-    return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: %zu op type%s remat does not read at opset "
-                      "%d, in %zu node%s (docs/onnx.md lists those it reads): %s%s", r->label,
-                      n + more, n + more == 1 ? "" : "s", r->opset, nodes,
-                      nodes == 1 ? "" : "s", list, more ? " and more" : "");
+    st = !n ? REMAT_OK
+            : REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "%s: %zu op type%s remat does not read at opset "
+                         "%d, in %zu node%s (docs/onnx.md lists those it reads): %s%s", r->label,
+                         n, n == 1 ? "" : "s", r->opset, c->gap_nodes,
+                         c->gap_nodes == 1 ? "" : "s", list, c->more ? " and more" : "");
+    core_free(r->a, c, sizeof *c);
+    return st;
 }

@@ -1,11 +1,18 @@
 /*
  * onnx_read.h - the ONNX reader's state and helpers, shared by the model reader
- * (onnx.c) and the op mappings (onnx_ops.c). Internal.
+ * (onnx.c), the graph-building helpers (onnx_build.c), the op mappings (onnx_ops.c),
+ * constant folding (onnx_fold.c) and the transformer patterns (onnx_tf.c). Internal.
  *
  * Every name of the graph maps to an entry: an activation (a remat value), a constant
- * tensor (an initializer or a Constant node's value) or an output remat does not
- * produce. Helpers that fail return a status with a message naming the file, the node,
+ * tensor (an initializer, a Constant node's value, or a tensor folded at import), an
+ * output remat does not produce, or a pending expression: part of a pattern that
+ * becomes one remat op once its last node is read (a decomposed layer norm, an erf
+ * GELU, a linear layer waiting for its bias, attention scores waiting for their
+ * softmax). Helpers that fail return a status with a message naming the file, the node,
  * its type and the opset (ox_node_fail).
+ *
+ * Only onnx.c and onnx_ops.c see protobuf-c's structs (onnx.pb-c.h, generated at build
+ * time); the other files reach nodes and tensors through the accessors below.
  */
 #ifndef REMAT_IO_ONNX_READ_H
 #define REMAT_IO_ONNX_READ_H
@@ -13,16 +20,56 @@
 #include "core/core.h"
 #include "graph/graph.h"
 #include "io/onnx.h"
-#include "onnx.pb-c.h"
 
-enum ent_kind { E_ACT = 1, E_TENSOR, E_DEAD };
+/* the same typedefs as onnx.pb-c.h's (C11 allows the repetition) */
+typedef struct Onnx__TensorProto Onnx__TensorProto;
+typedef struct Onnx__NodeProto Onnx__NodeProto;
+typedef struct Onnx__GraphProto Onnx__GraphProto;
+typedef struct Onnx__AttributeProto Onnx__AttributeProto;
+
+enum ent_kind { E_ACT = 1, E_TENSOR, E_DEAD, E_PEND };
+
+/* pending expressions of x (E_PEND), in the order their patterns build them */
+enum pend_kind {
+    P_SCALE = 1,  /* f * x, or with causal the scores masked above the diagonal */
+    P_LINEAR,     /* x times weight w (out, in), waiting for a bias */
+    P_LN_MEAN,    /* ReduceMean(x, last axis) */
+    P_LN_CENTER,  /* x - mean */
+    P_LN_SQ,      /* (x - mean)^2 */
+    P_LN_VAR,     /* mean of that */
+    P_LN_VAREPS,  /* var + eps (f) */
+    P_LN_STD,     /* sqrt(var + eps) */
+    P_LN_NORM,    /* (x - mean) / std */
+    P_LN_GAMMA,   /* that times gamma (w) */
+    P_GELU_ERF,   /* erf(x / sqrt 2) */
+    P_GELU_ERF1,  /* 1 + erf(x / sqrt 2) */
+    P_GELU_XE,    /* x (1 + erf(x / sqrt 2)) */
+    P_TANH_CUBE,  /* x^3 */
+    P_TANH_INNER, /* x + 0.044715 x^3, then times sqrt(2 / pi) (f counts the factor) */
+    P_TANH_T,     /* tanh(that) */
+    P_TANH_T1,    /* 1 + tanh */
+    P_TANH_XT,    /* x (1 + tanh) */
+};
 
 struct ent {
     const char *name;            /* NULL: empty slot */
     int kind;
-    int32_t value;               /* E_ACT: the remat value */
-    const Onnx__TensorProto *t;  /* E_TENSOR: an initializer or a Constant's value */
+    int32_t value;               /* E_ACT: the remat value; E_PEND: x */
+    const Onnx__TensorProto *t;  /* E_TENSOR: an initializer, a Constant's or a folded
+                                    value; E_PEND: a weight (P_LINEAR, P_LN_GAMMA) */
+    bool trans;                  /* E_TENSOR: t transposed (2-d, not copied); P_LINEAR: w
+                                    is (in, out) and needs transposing */
     const char *why;             /* E_DEAD: what produced it */
+    int pk;                      /* E_PEND: enum pend_kind */
+    float f;                     /* P_SCALE: the factor; P_LN_*: eps */
+    bool causal;                 /* P_SCALE */
+};
+
+/* an initializer that became a parameter: the op's output and the parameter's index */
+struct owned_param {
+    const Onnx__TensorProto *t;
+    int32_t value;
+    int k;
 };
 
 struct rd {
@@ -37,8 +84,15 @@ struct rd {
     size_t node_i;
     int64_t batch_file, batch;   /* the input's first dimension in the file, and wanted */
     bool no_loss;
+    bool has_tokens;             /* an integer input became token ids */
     char **names;                /* op names given so far (unique) */
     size_t n_names, cap_names;
+    const char *base;            /* the next op's name comes from this initializer */
+    Onnx__TensorProto **made;    /* tensors folded at import (freed with the reader) */
+    size_t n_made, cap_made;
+    struct onnx_cover *cover;    /* --check's report, or NULL */
+    struct owned_param *params;  /* initializers already parameters (tied weights) */
+    size_t n_params, cap_params;
 };
 
 /* names */
@@ -50,22 +104,44 @@ remat_status ox_node_fail(const struct rd *r, remat_status code, const char *fmt
     __attribute__((format(printf, 3, 4)));
 remat_status ox_graph_fail(const struct rd *r);
 
+/* the current node */
+const char *ox_node_type(const struct rd *r);
+const char *ox_node_name(const struct rd *r); /* "" when it has none */
+size_t ox_n_in(const struct rd *r);
+size_t ox_n_out(const struct rd *r);
+const char *ox_out_name(const struct rd *r, size_t i); /* NULL when absent */
+
 /* tensors: counts (-1 on overflow), float data (copied, checked against the dims), small
  * integer, boolean and scalar constants */
 int64_t ox_tensor_numel(const Onnx__TensorProto *t);
+const char *ox_tensor_name(const Onnx__TensorProto *t);
+int ox_tensor_dims(const Onnx__TensorProto *t, int64_t *dims, int max); /* -1: > max */
+int ox_tensor_type(const Onnx__TensorProto *t);
 remat_status ox_tensor_floats(const struct rd *r, const Onnx__TensorProto *t, float **out,
                               int64_t *n_out);
 remat_status ox_tensor_ints(const struct rd *r, const Onnx__TensorProto *t, int64_t *v,
                             int max, int *n_out);
 remat_status ox_tensor_bool(const struct rd *r, const Onnx__TensorProto *t, bool *v);
 remat_status ox_tensor_scalar(const struct rd *r, const Onnx__TensorProto *t, float *v);
+/* Any numeric tensor's values as doubles (*out allocated, n values; freed by the caller
+ * with core_free(r->a, *out, sizeof(double) * (n ? n : 1))). */
+remat_status ox_tensor_doubles(const struct rd *r, const Onnx__TensorProto *t, double **out,
+                               int64_t *n);
+/* A tensor the reader makes (float32, int64 or bool by dtype: OX_F, OX_I, OX_B) from n
+ * doubles; freed with the reader. */
+enum { OX_F = 1, OX_I, OX_B };
+remat_status ox_make_tensor(struct rd *r, int dtype, int ndim, const int64_t *dims,
+                            const double *v, const Onnx__TensorProto **out);
+/* The data type's class: OX_F for floating types, OX_B for bool, else OX_I. */
+int ox_dtype_class(int onnx_type);
 
-/* the current node's inputs: as an activation, or as a constant (NULL when optional and
- * absent) */
+/* the current node's inputs: as an activation (a pending expression is built first
+ * when it can stand alone), or as a constant (NULL when optional and absent) */
 const char *ox_in_name(const struct rd *r, size_t i);
-remat_status ox_in_act(const struct rd *r, size_t i, int32_t *v);
-remat_status ox_in_tensor(const struct rd *r, size_t i, bool optional,
-                          const Onnx__TensorProto **t);
+remat_status ox_in_act(struct rd *r, size_t i, int32_t *v);
+remat_status ox_in_tensor(struct rd *r, size_t i, bool optional, const Onnx__TensorProto **t);
+/* input i's entry (NULL with a failure when it is missing or undefined) */
+remat_status ox_in_ent(const struct rd *r, size_t i, struct ent **e);
 
 /* the current node's attributes (defaults when absent) */
 const Onnx__AttributeProto *ox_attr(const struct rd *r, const char *name);
@@ -73,27 +149,55 @@ int64_t ox_attr_i(const struct rd *r, const char *name, int64_t dflt);
 float ox_attr_f(const struct rd *r, const char *name, float dflt);
 remat_status ox_attr_ints(const struct rd *r, const char *name, int64_t *v, size_t n,
                           bool *given);
+/* an ints attribute of up to max values (*n = 0 when absent) */
+remat_status ox_attr_ints_upto(const struct rd *r, const char *name, int64_t *v, size_t max,
+                               size_t *n);
+/* a tensor attribute (ConstantOfShape's value), NULL when absent */
+const Onnx__TensorProto *ox_attr_tensor(const struct rd *r, const char *name);
 bool ox_attr_str_is(const struct rd *r, const char *name, const char *want, const char *dflt);
 
-/* building: a unique op name, adding an op (the node's first output becomes its value),
- * keeping a parameter's starting value, shapes, outputs remat does not produce, a 2-d
- * window (kernel, strides, symmetric pads, dilations; auto_pad SAME worked out) */
+/* building (onnx_build.c): a unique op name, adding an op (the node's first output
+ * becomes its value; ox_emit_as: the given output name, NULL for none), keeping a
+ * parameter's starting value, shapes, outputs remat does not produce, a 2-d window
+ * (kernel, strides, symmetric pads, dilations; auto_pad SAME worked out) */
 remat_status ox_op_name(struct rd *r, char *buf, size_t n);
 remat_status ox_emit(struct rd *r, remat_op op, const int32_t *ins, int n,
                      const remat_attrs *at, int32_t *out);
+remat_status ox_emit_as(struct rd *r, remat_op op, const int32_t *ins, int n,
+                        const remat_attrs *at, const char *out_name, int32_t *out);
 remat_status ox_keep_weight(struct rd *r, const Onnx__TensorProto *t, const char *leaf,
                             int64_t want);
+/* the same from a 2-d tensor transposed */
+remat_status ox_keep_weight_t(struct rd *r, const Onnx__TensorProto *t, const char *leaf,
+                              int64_t want);
 int64_t ox_param_numel(const struct rd *r, int k);
 int64_t ox_shape_of(const struct rd *r, int32_t v, int64_t s[4]);
 remat_status ox_dead_outputs(struct rd *r, size_t first, const char *why);
 remat_status ox_window(struct rd *r, int32_t x, int64_t kh, int64_t kw, remat_attrs *at);
+/* the op that already holds initializer t as its parameter (tied weights) */
+remat_status ox_own_param(struct rd *r, const Onnx__TensorProto *t, int32_t value, int k);
+const struct owned_param *ox_find_param(const struct rd *r, const Onnx__TensorProto *t);
 
 /* onnx_ops.c: the current node into remat ops */
 remat_status ox_read_node(struct rd *r);
-/* Whether remat reads nodes of this domain and op type (onnx_ops.c's table). */
+/* Whether remat reads nodes of this domain and op type (onnx_ops.c's and onnx_tf.c's
+ * tables). */
 bool ox_reads(const char *domain, const char *type);
 /* REMAT_ERR_UNSUPPORTED listing every op type of gp that remat does not read (with its
  * count and first node), else REMAT_OK: checked before any node is read. */
 remat_status ox_check_coverage(const struct rd *r, const Onnx__GraphProto *gp);
+void ox_coverage(const Onnx__GraphProto *gp, struct onnx_cover *c);
+
+/* onnx_fold.c: a node whose inputs are all constants, computed at import (*done false
+ * when its type does not fold); Shape of an activation */
+remat_status ox_fold(struct rd *r, bool *done);
+
+/* onnx_tf.c: the transformer ops and patterns. ox_tf_node reads the node when its type
+ * or inputs are the transformer's (*done false: the classic reader takes it);
+ * ox_tf_reads says whether a type is one of them; ox_pend_build turns a pending
+ * expression into an activation, or refuses. */
+remat_status ox_tf_node(struct rd *r, bool *done);
+bool ox_tf_reads(const char *type);
+remat_status ox_pend_build(struct rd *r, struct ent *e, int32_t *v);
 
 #endif
