@@ -42,11 +42,15 @@ same() {
     local a b s ra rs
     a=$(summary "$tmp/one.json"); b=$(summary "$tmp/two.json"); s=$(summary "$tmp/sh.json")
     ra=$(json_get "$tmp/two.json" "j['resident_bytes']"); rs=$(json_get "$tmp/sh.json" "j['resident_bytes']")
+    # sharding keeps half of the optimizer's state per rank: (momentum: 1, AdamW: 2)
+    # floats per parameter, the parameters padded to two equal shards
+    local half
+    half=$(json_get "$tmp/sh.json" "(1 if j['optimizer'] == 'sgd' else 2) * 4 * ((j['params'] + 1) // 2)")
     if [ "${a%% *}" = "${b%% *}" ] && [ "${a%% *}" = "${s%% *}" ] &&
-       [ "${b#* }" = "True True" ] && [ "${s#* }" = "True True" ] && [ "$rs" -lt "$ra" ]; then
+       [ "${b#* }" = "True True" ] && [ "${s#* }" = "True True" ] && [ "$((ra - rs))" = "$half" ]; then
         ok "$name (${a%% *}; resident per rank $ra, sharded $rs)"
     else
-        fail "$name" "one process: $a; 2 ranks: $b; sharded: $s (resident $ra, $rs)"
+        fail "$name" "one process: $a; 2 ranks: $b; sharded: $s (resident $ra, $rs; expected a difference of $half)"
     fi
 }
 

@@ -536,6 +536,7 @@ static void json_ranks(struct json *j, const struct train_cmd *c, const struct t
     int32_t n = c->dist.comm.size;
     char hex[32];
 
+    json_i64(j, "params", c->m.tg ? remat_tgraph_n_params(c->m.tg) : 0);
     json_i64(j, "ranks", n);
     json_i64(j, "accumulate", c->accumulate);
     json_bool(j, "shard_optimizer", c->shard && n > 1);
