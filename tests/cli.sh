@@ -120,6 +120,15 @@ if $REMAT train mlp --steps 2 --json >"$tmp/sgd.json" 2>/dev/null &&
    [ "$(json_get "$tmp/adamw.json" "j['loss'][1] != j['loss'][0]")" = True ]
 then ok "train adamw"; else fail "train adamw" "$(head -c 300 "$tmp/adamw.json")"; fi
 
+# plan counts what a data-parallel or accumulating process keeps resident, as train does
+r18="resnet18 --input-size 32x32 --batch 2 --classes 10"
+pa=$($REMAT plan $r18 --accumulate 2 --json | json_get /dev/stdin "j['resident_bytes']")
+ta=$($REMAT train $r18 --accumulate 2 --steps 1 --json 2>/dev/null | json_get /dev/stdin "j['resident_bytes']")
+[ -n "$pa" ] && [ "$pa" = "$ta" ] && ok "plan --accumulate as train" || fail "plan --accumulate as train" "plan $pa, train $ta"
+p2=$($REMAT plan $r18 --ranks 2 --json | json_get /dev/stdin "j['resident_bytes']")
+ps=$($REMAT plan $r18 --ranks 2 --shard-optimizer --json | json_get /dev/stdin "j['resident_bytes'] + 4 * ((j['params'] + 1) // 2)")
+[ -n "$p2" ] && [ "$p2" = "$ps" ] && ok "plan --shard-optimizer halves the momentum" || fail "plan --shard-optimizer halves the momentum" "$p2 against $ps"
+
 # a language model trained on text read as bytes: the same losses from the same seed,
 # others from another; a vocabulary too small for bytes and an image data file refused
 printf 'the quick brown fox jumps over the lazy dog. %.0s' $(seq 40) >"$tmp/text.txt"

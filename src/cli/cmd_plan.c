@@ -26,6 +26,8 @@ static void help(FILE *f)
             "                      hidden width, tokens per sequence, vocabulary, dropout\n"
             "                      (defaults: the model's; --batch counts sequences)\n"
             "  --optimizer sgd|adamw  the optimizer whose state is resident (default sgd)\n"
+            "  --ranks N, --accumulate K, --shard-optimizer   what one process of `mpirun\n"
+            "                      -np N remat train` keeps resident (docs/distributed.md)\n"
             "  --strategy S        none (the default: keep what the backward reads),\n"
             "                      approx-tc, approx-mc, exact-tc, exact-mc (Kusumoto et al.),\n"
             "                      chen-sqrtn, chen-greedy, superneurons (offloads its\n"
@@ -317,6 +319,12 @@ static int plan_option(struct plan_cmd *c, int argc, char **argv, int *i)
         c->po.reproducible = true;
     else if (!strcmp(a, "--authors-lattice"))
         c->po.authors_lattice = true;
+    else if (!strcmp(a, "--ranks") || !strcmp(a, "--accumulate"))
+        return (v = cli_value(argc, argv, i)) && cli_parse_i64(a, v, 1, 1 << 20, &secs)
+                   ? (*(a[2] == 'r' ? &c->m.topts.ranks : &c->m.topts.accumulate) =
+                          (int32_t)secs, 1) : -1;
+    else if (!strcmp(a, "--shard-optimizer"))
+        c->m.topts.shard_optimizer = true;
     else if (!strcmp(a, "--schedule"))
         return (c->sched_path = cli_value(argc, argv, i)) ? 1 : -1;
     else if (!strcmp(a, "--trace"))
