@@ -105,8 +105,9 @@ $(BUILD)/src/io/onnx.o $(BUILD)/src/io/onnx_ops.o: | $(GEN)/onnx.pb-c.h
 # the per-sample kernels' batch split (src/kernels/cpu/split.c) uses OpenMP pragmas
 $(BUILD)/src/kernels/cpu/split.o: CFLAGS += -fopenmp
 $(BUILD)/src/kernels/cpu/seq.o $(BUILD)/src/kernels/cpu/matmul.o $(BUILD)/src/kernels/cpu/ctx.o: CFLAGS += -fopenmp
-# batch norm: channels on OpenMP's threads (src/kernels/ref/norm.c)
-$(BUILD)/src/kernels/ref/norm.o: CFLAGS += -fopenmp
+# batch norm: channels on OpenMP's threads (src/kernels/ref/norm.c); the cross-entropy's
+# rows and AdamW's elements too
+$(BUILD)/src/kernels/ref/norm.o $(BUILD)/src/kernels/ref/loss.o $(BUILD)/src/exec/params.o: CFLAGS += -fopenmp
 # kernels: -O3 vectorizes the elementwise loops; -fno-trapping-math lets it turn their
 # selects into vector blends (it gives up floating-point exception flags, never values;
 # no fast-math: the same bits as -O2)

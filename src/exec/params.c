@@ -192,7 +192,8 @@ struct adamw_coef adamw_coef(const remat_train_opts *o, int64_t t)
 void adamw_update(float *w, const float *g, float *m, float *v, size_t n,
                   const struct adamw_coef *c)
 {
-    for (size_t i = 0; i < n; i++) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) { /* each element alone: the same bits on any threads */
         float x = w[i] * c->decay, d;
 
         m[i] = m[i] * c->beta1 + c->c1 * g[i];

@@ -8,7 +8,7 @@
  * language model's next tokens), a negative target ignored (PyTorch's ignore_index),
  * the mean over the targets that count (0 when none does).
  * Each row subtracts its maximum before exponentiating; sums are doubles in increasing
- * k, then n.
+ * k, then n (rows run on OpenMP's threads, their terms summed in row order).
  */
 #include "kernels/ref/ref.h"
 
@@ -57,34 +57,48 @@ static remat_status ce_count(const struct kop *op, int64_t rows, int64_t k, bool
     return REMAT_OK;
 }
 
+/* Rows per block of the forward: their terms are summed in row order after the block's
+ * rows ran on OpenMP's threads (the same bits as one thread). */
+#define CE_BLOCK 1024
+
+/* Row n of the forward: aux = softmax(x), and its term of the loss (0 when ignored). */
+static double ce_row(const struct kop *op, int64_t n, int64_t k, bool tokens)
+{
+    const float *row = op->in[0].data + n * k;
+    float *prob = op->aux.data + n * k;
+    double mx = row[0], sum = 0;
+    int32_t lab;
+
+    label_at(op, n, k, tokens, &lab);
+    for (int64_t j = 1; j < k; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    for (int64_t j = 0; j < k; j++)
+        sum += exp((double)row[j] - mx);
+    for (int64_t j = 0; j < k; j++)
+        prob[j] = (float)(exp((double)row[j] - mx) / sum);
+    return lab >= 0 ? log(sum) - ((double)row[lab] - mx) : 0;
+}
+
 /* Forward of both: out[0] = mean over the counted rows of
  * log sum_k exp(x[n,k] - m_n) - (x[n,y_n] - m_n) (0 when none counts), aux = softmax(x). */
 static remat_status ce_forward(const struct kop *op, bool tokens)
 {
-    const float *x = op->in[0].data;
-    float *prob = op->aux.data;
     int64_t rows, k, count;
-    double total = 0;
+    double total = 0, part[CE_BLOCK];
     remat_status s;
 
     ce_geom(&op->in[0], &rows, &k);
     REMAT_ASSERT(ktensor_numel(&op->in[1]) == rows);
     if ((s = ce_count(op, rows, k, tokens, &count)))
         return s;
-    for (int64_t n = 0; n < rows; n++) {
-        const float *row = x + n * k;
-        double mx = row[0], sum = 0;
-        int32_t lab;
+    for (int64_t b = 0; b < rows; b += CE_BLOCK) {
+        int64_t m = rows - b < CE_BLOCK ? rows - b : CE_BLOCK;
 
-        label_at(op, n, k, tokens, &lab);
-        for (int64_t j = 1; j < k; j++)
-            mx = row[j] > mx ? row[j] : mx;
-        for (int64_t j = 0; j < k; j++)
-            sum += exp((double)row[j] - mx);
-        for (int64_t j = 0; j < k; j++)
-            prob[n * k + j] = (float)(exp((double)row[j] - mx) / sum);
-        if (lab >= 0)
-            total += log(sum) - ((double)row[lab] - mx);
+#pragma omp parallel for schedule(static) if (m * k > 65536)
+        for (int64_t i = 0; i < m; i++)
+            part[i] = ce_row(op, b + i, k, tokens);
+        for (int64_t i = 0; i < m; i++)
+            total += part[i];
     }
     op->out.data[0] = count ? (float)(total / (double)count) : 0.0f;
     return REMAT_OK;
