@@ -88,6 +88,31 @@ static inline int64_t ktensor_numel(const struct ktensor *t)
     return n;
 }
 
+/* A matmul's sizes: nb batches of A (M, K) (stored (K, M) with ta) times B (K, N)
+ * (stored (N, K) with tb); sa, sb, sy the elements between batches (sb 0: one B for
+ * every batch). Every backend reads the op through this. */
+struct kmm {
+    int64_t nb, m, k, n, sa, sb, sy;
+    bool ta, tb;
+};
+
+static inline struct kmm kop_matmul_geom(const struct kop *op)
+{
+    const struct ktensor *a = &op->in[0], *b = kop_matmul_b(op);
+    struct kmm g;
+
+    g.ta = op->at->trans_a;
+    g.tb = op->at->trans_b;
+    g.m = a->shape[a->ndim - (g.ta ? 1 : 2)];
+    g.k = a->shape[a->ndim - (g.ta ? 2 : 1)];
+    g.n = b->shape[b->ndim - (g.tb ? 2 : 1)];
+    g.sa = g.m * g.k;
+    g.sy = g.m * g.n;
+    g.sb = b->ndim == 2 ? 0 : g.k * g.n;
+    g.nb = g.sy ? ktensor_numel(&op->out) / g.sy : 0;
+    return g;
+}
+
 /* A uniform draw in [0, 1) from (key, counter): splitmix64 of the pair, 24 bits. */
 static inline float kernel_uniform(uint64_t key, uint64_t i)
 {

@@ -94,21 +94,10 @@ struct mmg {
 
 static struct mmg mmg_of(const struct kop *op)
 {
-    const struct ktensor *a = &op->in[0], *b = kop_matmul_b(op);
-    struct mmg g;
+    struct kmm k = kop_matmul_geom(op);
 
-    g.ta = op->at->trans_a;
-    g.tb = op->at->trans_b;
-    g.m = a->shape[a->ndim - (g.ta ? 1 : 2)];
-    g.k = a->shape[a->ndim - (g.ta ? 2 : 1)];
-    g.n = b->shape[b->ndim - (g.tb ? 2 : 1)];
-    g.sa = g.m * g.k;
-    g.sy = g.m * g.n;
-    g.sb = b->ndim == 2 ? 0 : g.k * g.n;
-    g.nb = g.sy ? ktensor_numel(&op->out) / g.sy : 0;
-    g.lda = g.ta ? g.m : g.k;
-    g.ldb = g.tb ? g.k : g.n;
-    return g;
+    return (struct mmg){k.nb, k.m, k.k, k.n, k.sa, k.sb, k.sy, k.ta, k.tb,
+                        k.ta ? k.m : k.k, k.tb ? k.k : k.n};
 }
 
 /* True when the batches fold into the rows of one product (shared B, A as stored). */

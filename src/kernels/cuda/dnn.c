@@ -489,33 +489,10 @@ static remat_status rm_gemm_run(struct cuda_ctx *c, const struct rm_gemm *g, con
     return REMAT_OK;
 }
 
-/* The sizes of a matmul op as ref/matmul.c has them: nb batches of A (M, K) (stored
- * (K, M) with ta) times B (K, N) (stored (N, K) with tb); sb 0: one B for all. */
-struct mm_geom {
-    int64_t nb, m, k, n, sa, sb, sy;
-    bool ta, tb;
-};
-
-static struct mm_geom mm_geom_of(const struct kop *op)
-{
-    const struct ktensor *a = &op->in[0], *b = kop_matmul_b(op);
-    struct mm_geom g;
-
-    g.ta = op->at->trans_a;
-    g.tb = op->at->trans_b;
-    g.m = a->shape[a->ndim - (g.ta ? 1 : 2)];
-    g.k = a->shape[a->ndim - (g.ta ? 2 : 1)];
-    g.n = b->shape[b->ndim - (g.tb ? 2 : 1)];
-    g.sa = g.m * g.k;
-    g.sy = g.m * g.n;
-    g.sb = b->ndim == 2 ? 0 : g.k * g.n;
-    g.nb = ktensor_numel(&op->out) / (g.sy ? g.sy : 1);
-    return g;
-}
 
 /* y = A B; a shared B under an untransposed A is one product of (nb M, K) by B. */
 static remat_status mm_forward(struct cuda_ctx *c, const struct kop *op,
-                               const struct mm_geom *g)
+                               const struct kmm *g)
 {
     struct rm_gemm r = {.tq = g->ta, .tr = g->tb, .p1 = g->m, .p2 = g->n, .inner = g->k,
                         .nb = g->nb, .q = op->in[0].data, .r = kop_matmul_b(op)->data,
@@ -530,7 +507,7 @@ static remat_status mm_forward(struct cuda_ctx *c, const struct kop *op,
 
 /* dA += dy B^T, or with ta dA^T += B dy^T (folded as the forward when B is shared). */
 static remat_status mm_grad_a(struct cuda_ctx *c, const struct kop *op,
-                              const struct mm_geom *g)
+                              const struct kmm *g)
 {
     struct rm_gemm r = {.tq = false, .tr = !g->tb, .p1 = g->m, .p2 = g->k, .inner = g->n,
                         .nb = g->nb, .q = op->dout.data, .r = kop_matmul_b(op)->data,
@@ -551,7 +528,7 @@ static remat_status mm_grad_a(struct cuda_ctx *c, const struct kop *op,
  * under an untransposed A as one product over the nb M rows, else batch by batch onto
  * dB (beta 1, in batch order). */
 static remat_status mm_grad_b(struct cuda_ctx *c, const struct kop *op,
-                              const struct mm_geom *g)
+                              const struct kmm *g)
 {
     struct rm_gemm r = {.tq = !g->ta, .tr = false, .p1 = g->k, .p2 = g->n, .inner = g->m,
                         .nb = g->nb, .q = op->in[0].data, .r = op->dout.data,
@@ -585,7 +562,7 @@ static remat_status mm_grad_b(struct cuda_ctx *c, const struct kop *op,
  * dB accumulated with beta = 1 (B a data input or the op's parameter, kernels.h). */
 remat_status cuda_matmul_run(struct cuda_ctx *c, const struct kop *op, bool bwd)
 {
-    struct mm_geom g = mm_geom_of(op);
+    struct kmm g = kop_matmul_geom(op);
     remat_status st = REMAT_OK;
 
     if (c->dry || g.nb == 0 || g.sy == 0)

@@ -16,37 +16,13 @@
 #include <math.h>
 #include <string.h>
 
-/* The sizes of one product and the strides between batches. */
-struct mm {
-    int64_t nb, m, k, n;
-    int64_t sa, sb, sy; /* elements between batches; sb 0: B shared */
-    bool ta, tb;
-};
-
-static struct mm mm_of(const struct kop *op)
-{
-    const struct ktensor *a = &op->in[0], *b = kop_matmul_b(op);
-    struct mm g;
-
-    g.ta = op->at->trans_a;
-    g.tb = op->at->trans_b;
-    g.m = a->shape[a->ndim - (g.ta ? 1 : 2)];
-    g.k = a->shape[a->ndim - (g.ta ? 2 : 1)];
-    g.n = b->shape[b->ndim - (g.tb ? 2 : 1)];
-    g.sa = g.m * g.k;
-    g.sy = g.m * g.n;
-    g.sb = b->ndim == 2 ? 0 : g.k * g.n;
-    g.nb = ktensor_numel(&op->out) / (g.sy ? g.sy : 1);
-    return g;
-}
-
 /* Offsets of A's (i, k) and B's (k, j) within one batch. */
-static inline int64_t a_at(const struct mm *g, int64_t i, int64_t k)
+static inline int64_t a_at(const struct kmm *g, int64_t i, int64_t k)
 {
     return g->ta ? k * g->m + i : i * g->k + k;
 }
 
-static inline int64_t b_at(const struct mm *g, int64_t k, int64_t j)
+static inline int64_t b_at(const struct kmm *g, int64_t k, int64_t j)
 {
     return g->tb ? j * g->k + k : k * g->n + j;
 }
@@ -54,7 +30,7 @@ static inline int64_t b_at(const struct mm *g, int64_t k, int64_t j)
 /* y[i, j] = sum_k A(i, k) B(k, j). */
 remat_status ref_matmul_forward(const struct kop *op)
 {
-    struct mm g = mm_of(op);
+    struct kmm g = kop_matmul_geom(op);
 
     for (int64_t t = 0; t < g.nb; t++) {
         const float *a = op->in[0].data + t * g.sa, *b = kop_matmul_b(op)->data + t * g.sb;
@@ -73,7 +49,7 @@ remat_status ref_matmul_forward(const struct kop *op)
 }
 
 /* dA(i, k) += sum_j dy(i, j) B(k, j), batch by batch. */
-static void grad_a(const struct kop *op, const struct mm *g)
+static void grad_a(const struct kop *op, const struct kmm *g)
 {
     for (int64_t t = 0; t < g->nb; t++) {
         const float *b = kop_matmul_b(op)->data + t * g->sb;
@@ -93,7 +69,7 @@ static void grad_a(const struct kop *op, const struct mm *g)
 
 /* dB(k, j) += sum_i A(i, k) dy(i, j), per batch; a shared B sums over the batches too
  * (batch by batch, then the rows, in order). */
-static void grad_b(const struct kop *op, const struct mm *g)
+static void grad_b(const struct kop *op, const struct kmm *g)
 {
     int64_t nb_out = g->sb ? g->nb : 1, nb_in = g->sb ? 1 : g->nb;
 
@@ -119,7 +95,7 @@ static void grad_b(const struct kop *op, const struct mm *g)
 
 remat_status ref_matmul_backward(const struct kop *op)
 {
-    struct mm g = mm_of(op);
+    struct kmm g = kop_matmul_geom(op);
 
     if (op->din[0].data)
         grad_a(op, &g);
