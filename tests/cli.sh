@@ -141,6 +141,15 @@ if $REMAT train $lm --data "$tmp/text.txt" >"$tmp/lm1.json" 2>/dev/null &&
    [ "$(json_get "$tmp/lm1.json" "all(4.5 < x < 7 for x in j['loss'])")" = True ]; then
     ok "train text as bytes"
 else fail "train text as bytes" "$(head -c 300 "$tmp/lm1.json")"; fi
+# a language model's steps count tokens: 2 sequences of 16 a step over the step's time
+if $REMAT train gpt2 --layers 1 --width 16 --heads 2 --seq-len 16 --vocab 64 --batch 2 --steps 1 --json >"$tmp/tps.json" 2>"$tmp/tps.txt" &&
+   "$PY" -c "
+import json, re, sys
+j = json.load(open(sys.argv[1])); t = open(sys.argv[2]).read()
+m = re.search(r'step 1/1  loss \S+  \S+ s  (\S+) tokens/s', t)
+assert m and abs(float(m.group(1)) - 32 / j['step_seconds'][0]) <= 0.05 + 1e-3 * float(m.group(1))
+" "$tmp/tps.json" "$tmp/tps.txt"
+then ok "train counts tokens"; else fail "train counts tokens" "$(head -c 300 "$tmp/tps.txt")"; fi
 expect_error "text on a small vocabulary" "vocabulary" $REMAT train gpt2 --layers 1 --width 16 --heads 2 --seq-len 16 --vocab 100 --data "$tmp/text.txt"
 
 # plan --json on a zoo model: the keys, and peaks that order sensibly

@@ -378,6 +378,26 @@ static remat_status micro_steps(struct train_cmd *c, double *loss)
     return st;
 }
 
+/* Tokens per sample of a language model (its first token-id value's elements over the
+ * batch), 0 for a model of images. */
+static double tokens_per_sample(const remat_graph *g, int64_t batch)
+{
+    remat_token_value tv[16];
+    int32_t n = g ? remat_graph_token_values(g, tv, 16) : 0;
+
+    for (int32_t i = 0; i < n && i < 16; i++) {
+        int64_t shape[4], numel = 1;
+        int nd = remat_graph_value_shape(g, tv[i].value, shape);
+
+        if (tv[i].role != REMAT_TOKEN_IDS)
+            continue;
+        for (int d = 0; d < nd; d++)
+            numel *= shape[d];
+        return (double)numel / (double)(batch > 0 ? batch : 1);
+    }
+    return 0;
+}
+
 /* Runs the steps, printing each one's loss and time (on stderr under --json) with the
  * progress line below, and saves the parameters with --save (rank 0 prints and saves).
  * 0, or an exit code after printing an error. */
@@ -386,6 +406,7 @@ static int run_steps(struct train_cmd *c)
     FILE *f = c->as_json ? stderr : stdout;
     int64_t n = c->m.zoo.batch * c->accumulate * c->dist.comm.size;
     bool quiet = c->dist.comm.rank != 0;
+    double per = tokens_per_sample(c->m.g, c->m.zoo.batch);
     struct progress pr;
     char what[128];
     remat_status st;
@@ -411,8 +432,9 @@ static int run_steps(struct train_cmd *c)
         }
         c->secs[i] = cli_now() - t0;
         if (!quiet)
-            fprintf(f, "step %lld/%lld  loss %.6f  %.3f s  %.1f images/s\n", (long long)i + 1,
-                (long long)c->steps, c->loss[i], c->secs[i], (double)n / c->secs[i]);
+            fprintf(f, "step %lld/%lld  loss %.6f  %.3f s  %.1f %s/s\n", (long long)i + 1,
+                    (long long)c->steps, c->loss[i], c->secs[i],
+                    (double)n * (per > 0 ? per : 1) / c->secs[i], per > 0 ? "tokens" : "images");
         fflush(f);
         progress_step(&pr, i + 1, NULL);
     }
