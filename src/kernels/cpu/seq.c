@@ -29,6 +29,7 @@
  * calling thread, with the same bits.
  */
 #include "kernels/cpu/cpu.h"
+#include "kernels/ln_row.h"
 
 #include <math.h>
 #include <string.h>
@@ -63,26 +64,6 @@ static void ln_rows(const struct ktensor *x, int64_t *rows, int64_t *d)
     REMAT_ASSERT(x->ndim >= 2 && x->ndim <= 4);
     *d = x->shape[x->ndim - 1];
     *rows = *d ? ktensor_numel(x) / *d : 0;
-}
-
-/* One row of the forward: the reference's arithmetic (ref/seq.c). */
-static void ln_row_fwd(const float *xr, float *yr, float *mean, float *invstd, int64_t d,
-                       const float *gamma, const float *beta, double eps)
-{
-    double sum = 0, sq = 0, mu, mn, is;
-
-    for (int64_t k = 0; k < d; k++)
-        sum += xr[k];
-    mu = sum / (double)d;
-    for (int64_t k = 0; k < d; k++)
-        sq += ((double)xr[k] - mu) * ((double)xr[k] - mu);
-    *mean = (float)mu;
-    *invstd = (float)(1.0 / sqrt(sq / (double)d + eps));
-    mn = *mean;
-    is = *invstd;
-    for (int64_t k = 0; k < d; k++)
-        yr[k] = (float)((((double)xr[k] - mn) * is) * (gamma ? gamma[k] : 1.0) +
-                        (beta ? beta[k] : 0.0));
 }
 
 /* y = (x - mean) * invstd * gamma + beta per row; aux = (mean[R], invstd[R]). */
@@ -129,26 +110,6 @@ static void ln_param_block(const struct kop *op, int64_t rows, int64_t d, int64_
             op->dw.data[k0 + j] += (float)sg[j];
         if (op->db.data)
             op->db.data[k0 + j] += (float)sb[j];
-    }
-}
-
-/* One row of dx += invstd / D (D g - sum g - x_hat sum g x_hat), g = dy gamma. */
-static void ln_row_bwd(const float *xr, const float *dyr, float *dxr, double mn, double is,
-                       int64_t d, const float *gamma)
-{
-    double s1 = 0, s2 = 0;
-
-    for (int64_t k = 0; k < d; k++) {
-        double g = (dyr ? dyr[k] : 1.0) * (gamma ? gamma[k] : 1.0);
-
-        s1 += g;
-        s2 += g * (((double)xr[k] - mn) * is);
-    }
-    for (int64_t k = 0; k < d; k++) {
-        double g = (dyr ? dyr[k] : 1.0) * (gamma ? gamma[k] : 1.0);
-        double xh = ((double)xr[k] - mn) * is;
-
-        dxr[k] += (float)(is / (double)d * ((double)d * g - s1 - xh * s2));
     }
 }
 

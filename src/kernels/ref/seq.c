@@ -16,6 +16,7 @@
  *
  * Every sum runs in a fixed order on the calling thread: two runs are bit-identical.
  */
+#include "kernels/ln_row.h"
 #include "kernels/ref/ref.h"
 
 #include <math.h>
@@ -42,28 +43,10 @@ remat_status ref_layer_norm_forward(const struct kop *op)
     float *y = op->out.data, *mean = op->aux.data;
     double eps = op->at->eps > 0 ? op->at->eps : 1e-5;
     int64_t rows, d;
-    float *invstd;
 
     ln_rows(&op->in[0], &rows, &d);
-    invstd = mean + rows;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * d;
-        float *yr = y + r * d;
-        double sum = 0, sq = 0, mu, mn, is;
-
-        for (int64_t k = 0; k < d; k++)
-            sum += xr[k];
-        mu = sum / (double)d;
-        for (int64_t k = 0; k < d; k++)
-            sq += ((double)xr[k] - mu) * ((double)xr[k] - mu);
-        mean[r] = (float)mu;
-        invstd[r] = (float)(1.0 / sqrt(sq / (double)d + eps));
-        mn = mean[r];
-        is = invstd[r];
-        for (int64_t k = 0; k < d; k++)
-            yr[k] = (float)((((double)xr[k] - mn) * is) * (gamma ? gamma[k] : 1.0) +
-                            (beta ? beta[k] : 0.0));
-    }
+    for (int64_t r = 0; r < rows; r++)
+        ln_row_fwd(x + r * d, y + r * d, &mean[r], &mean[rows + r], d, gamma, beta, eps);
     return REMAT_OK;
 }
 
@@ -110,23 +93,9 @@ remat_status ref_layer_norm_backward(const struct kop *op)
         ln_param_grads(op, rows, d);
     if (!dx)
         return REMAT_OK;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * d;
-        double mn = mean[r], is = mean[rows + r], s1 = 0, s2 = 0;
-
-        for (int64_t k = 0; k < d; k++) {
-            double g = (dy ? dy[r * d + k] : 1.0) * (gamma ? gamma[k] : 1.0);
-
-            s1 += g;
-            s2 += g * (((double)xr[k] - mn) * is);
-        }
-        for (int64_t k = 0; k < d; k++) {
-            double g = (dy ? dy[r * d + k] : 1.0) * (gamma ? gamma[k] : 1.0);
-            double xh = ((double)xr[k] - mn) * is;
-
-            dx[r * d + k] += (float)(is / (double)d * ((double)d * g - s1 - xh * s2));
-        }
-    }
+    for (int64_t r = 0; r < rows; r++)
+        ln_row_bwd(x + r * d, dy ? dy + r * d : NULL, dx + r * d, mean[r], mean[rows + r], d,
+                   gamma);
     return REMAT_OK;
 }
 
