@@ -35,7 +35,7 @@ static const char *const ops[] = {
     "averagepool", "globalaveragepool", "add",     "concat",   "flatten",  "reshape",
     "gemm",        "matmul_",       "dropout",     "identity", "constant_pad", "resize",
     "upsample",    "sum_",          "leakyrelu",   "sigmoid",  "mul",      "softmax_",
-    "transpose",
+    "transpose",   "reduce_mean",
 };
 
 static uint8_t *slurp(const char *path, size_t *n)

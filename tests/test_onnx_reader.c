@@ -299,6 +299,23 @@ static void test_broken_models(void)
     mb_expect(&b, "asymmetric pads", REMAT_ERR_UNSUPPORTED,
               (const char *const[]){"asymmetric", "MaxPool", NULL});
 
+    /* a mean over the channels: neither a layer norm's (last axis) nor a spatial one */
+    mb_init(&b, 13, 1, "y");
+    mb_node(&b, 0, "ReduceMean", "m", "x", NULL, "y");
+    {
+        static int64_t axes[2] = {1, 2};
+
+        b.attr[0] = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+        b.attr[0].name = S("axes");
+        b.attr[0].n_ints = 2;
+        b.attr[0].ints = axes;
+        b.pattr[0][0] = &b.attr[0];
+        b.nodes[0].n_attribute = 1;
+        b.nodes[0].attribute = b.pattr[0];
+    }
+    mb_expect(&b, "mean over channels", REMAT_ERR_UNSUPPORTED,
+              (const char *const[]){"ReduceMean", "'m'", "height and width", NULL});
+
     /* a second input of another type */
     mb_init(&b, 13, 1, "y");
     mb_node(&b, 0, "Add", "a", "x", "x2", "y");

@@ -5,8 +5,13 @@ loss and parameter gradients for one batch, for tests/test_onnx.c.
 usage: /usr/bin/python3 tools/onnx_reference.py MODEL SIZE BATCH OUT_DIR [--seed S]
 
 MODEL is a torchvision classification model (resnet18, resnet50, densenet121,
-googlenet, vgg11, mobilenet_v2, ...) made with 10 classes (GoogLeNet without its
-auxiliary classifiers); SIZE the square input size; BATCH the batch. OUT_DIR receives:
+googlenet, vgg11, mobilenet_v2, mnasnet0_5, shufflenet_v2_x0_5, convnext_tiny, ...)
+made with 10 classes (GoogLeNet without its auxiliary classifiers; ConvNeXt with
+stochastic_depth_prob 0, which PyTorch 1.13 needs to export it in training mode), or
+vit_b_16: torchvision's VisionTransformer with ViT-B/16's layers (patch 16, 12 layers,
+12 heads, width 768, MLP 3072) made for the image size SIZE (vit_b_16 itself checks
+for 224), its head started as nn.Linear starts (torchvision's zeros would leave every
+other gradient 0); SIZE the square input size; BATCH the batch. OUT_DIR receives:
 
   model.onnx   torch.onnx.export in training mode, opset 15, no constant folding; the
                model's dropout probabilities are set to 0 first, since remat and PyTorch
@@ -58,22 +63,43 @@ def write_data(path, x, y):
         f.write(y.to(torch.int32).numpy().astype("<i4").tobytes())
 
 
+# Parameters remat names after the op that reads them: <module>.<this>, not PyTorch's
+# leaf (a layer scale is a depthwise 1x1 convolution's weight, a class token or position
+# table an embedding's, attention's input projection a linear layer's).
+RENAMED = {"layer_scale": "weight", "in_proj_weight": "weight", "in_proj_bias": "bias",
+           "pos_embedding": "weight"}
+
+
 def remat_names(model):
     """(remat name, parameter) for every parameter."""
     kinds = {name: type(m) for name, m in model.named_modules()}
     out = []
     for name, p in model.named_parameters():
         mod, _, leaf = name.rpartition(".")
-        if issubclass(kinds[mod], torch.nn.modules.batchnorm._BatchNorm):
+        if mod and issubclass(kinds[mod], torch.nn.modules.batchnorm._BatchNorm):
             leaf = {"weight": "gamma", "bias": "beta"}[leaf]
+        elif not mod:
+            mod, leaf = leaf, "weight"  # a parameter of the model itself (class_token)
+        leaf = RENAMED.get(leaf, leaf)
         out.append((mod + "." + leaf, p))
     return out
 
 
-def make(name, classes):
+VIT_B_16 = dict(patch_size=16, num_layers=12, num_heads=12, hidden_dim=768, mlp_dim=3072)
+
+
+def make(name, classes, size=224):
     kw = {"num_classes": classes}
     if name == "googlenet":
         kw.update(aux_logits=False, init_weights=True)
+    if name.startswith("convnext"):
+        kw.update(stochastic_depth_prob=0.0)
+    if name == "vit_b_16":
+        m = torchvision.models.vision_transformer.VisionTransformer(
+            image_size=size, num_classes=classes, **VIT_B_16)
+        # torchvision starts the head at zero, which leaves every other gradient 0
+        m.heads.head.reset_parameters()
+        return m
     return getattr(torchvision.models, name)(**kw)
 
 
@@ -168,7 +194,7 @@ def main():
         model = make("resnet50", 1000)
         export(model, torch.zeros(batch, 3, 224, 224), os.path.join(out, "model.onnx"))
         return
-    model = make(name, 10)
+    model = make(name, 10, size)
     for m in model.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
@@ -183,13 +209,13 @@ def main():
     # The export runs the model once in training mode, which moves the batch-norm running
     # statistics; the reference starts from the same weights, so it is computed on a copy
     # taken before.
-    ref = make(name, 10)
+    ref = make(name, 10, size)
     ref.load_state_dict(model.state_dict())
     for m in ref.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
     export(model, x, os.path.join(out, "model.onnx"))
-    ref32 = make(name, 10)
+    ref32 = make(name, 10, size)
     ref32.load_state_dict(ref.state_dict())
     for m in ref32.modules():
         if isinstance(m, torch.nn.Dropout):

@@ -551,7 +551,8 @@ remat_status ox_read_node(struct rd *r)
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "domain '%s'", r->node->domain);
     if (r->node->n_output < 1 || !r->node->output[0] || !*r->node->output[0])
         return ox_node_fail(r, REMAT_ERR_PARSE, "no output");
-    if ((st = ox_fold(r, &done)) || done || (st = ox_tf_node(r, &done)) || done)
+    if ((st = ox_vis_node(r, &done)) || done || (st = ox_fold(r, &done)) || done ||
+        (st = ox_tf_node(r, &done)) || done)
         return st;
     if (!(op = find_op(t)))
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat has no %s (docs/onnx.md lists the "

@@ -49,6 +49,9 @@ enum pend_kind {
     P_TANH_T,     /* tanh(that) */
     P_TANH_T1,    /* 1 + tanh */
     P_TANH_XT,    /* x (1 + tanh) */
+    P_SHUF,       /* x (N, C, H, W) viewed (N, g, C/g, H, W), g in f */
+    P_SHUF_T,     /* that with axes 1 and 2 swapped */
+    P_BCAST,      /* initializer t (1, 1, D) expanded to (batch, 1, D) (a class token) */
 };
 
 struct ent {
@@ -199,5 +202,15 @@ remat_status ox_fold(struct rd *r, bool *done);
 remat_status ox_tf_node(struct rd *r, bool *done);
 bool ox_tf_reads(const char *type);
 remat_status ox_pend_build(struct rd *r, struct ent *e, int32_t *v);
+/* x[..., start:start+len, ...] along axis as `out` (drop: without that axis, len 1) */
+remat_status ox_slice_axis(struct rd *r, int32_t x, int axis, int64_t start, int64_t len,
+                           bool drop, const char *out);
+
+/* onnx_vision.c: the image models' patterns (spatial means, channel shuffles, layer
+ * scales, class tokens and position embeddings, a token picked by Gather); read before
+ * folding (*done false: the other readers take the node). ox_vis_bcast builds a
+ * P_BCAST as an activation. */
+remat_status ox_vis_node(struct rd *r, bool *done);
+remat_status ox_vis_bcast(struct rd *r, struct ent *e, int32_t *v);
 
 #endif

@@ -103,10 +103,14 @@ remat_status ox_pend_build(struct rd *r, struct ent *e, int32_t *v)
         "a layer-norm pattern", "a layer-norm pattern", "a layer-norm pattern",
         "a layer-norm pattern", "a layer-norm pattern without its bias", "a GELU pattern",
         "a GELU pattern", "a GELU pattern", "a GELU pattern", "a GELU pattern",
-        "a GELU pattern", "a GELU pattern", "a GELU pattern"};
+        "a GELU pattern", "a GELU pattern", "a GELU pattern",
+        "a channel shuffle (Reshape, Transpose, Reshape)",
+        "a channel shuffle (Reshape, Transpose, Reshape)"};
 
     if (e->pk == P_LINEAR)
         return build_linear(r, e->value, e->t, e->trans, NULL, e->name, v);
+    if (e->pk == P_BCAST)
+        return ox_vis_bcast(r, e, v);
     return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "reads '%s', part of %s that remat reads only "
                         "whole (docs/onnx.md)", e->name,
                         e->pk > 0 && e->pk < (int)REMAT_ARRAY_LEN(what) ? what[e->pk] : "?");
@@ -287,7 +291,8 @@ static remat_status ln_reduce_mean(struct rd *r)
     if (na != 1 || !ox_attr_i(r, "keepdims", 1) ||
         (ax[0] != -1 && ax[0] != ox_shape_of(r, x, xs) - 1))
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat reads ReduceMean over the last "
-                            "axis, in a layer norm");
+                            "axis (in a layer norm) or over height and width of a 4-d tensor "
+                            "(global average pooling)");
     return pend(r, P_LN_MEAN, x, 0, false, NULL, false);
 }
 
@@ -488,9 +493,9 @@ static remat_status tf_gather(struct rd *r)
 }
 
 /* Output `out` as x[..., start:start+len, ...] along axis: a crop of the 4-d view
- * (outer, 1, L, inner), viewed back. */
-static remat_status slice_axis(struct rd *r, int32_t x, int axis, int64_t start, int64_t len,
-                               const char *out)
+ * (outer, 1, L, inner), viewed back (with drop and len 1, without that axis). */
+remat_status ox_slice_axis(struct rd *r, int32_t x, int axis, int64_t start, int64_t len,
+                           bool drop, const char *out)
 {
     int64_t xs[4], outer = 1, inner = 1;
     int nd = (int)ox_shape_of(r, x, xs);
@@ -500,7 +505,7 @@ static remat_status slice_axis(struct rd *r, int32_t x, int axis, int64_t start,
 
     for (int i = 0; i < nd; i++)
         *(i < axis ? &outer : &inner) *= i == axis ? 1 : xs[i];
-    if (start == 0 && len == xs[axis])
+    if (start == 0 && len == xs[axis] && !drop)
         return ox_define(r, out, (struct ent){.kind = E_ACT, .value = x});
     v.shape[0] = outer;
     v.shape[1] = 1;
@@ -518,6 +523,10 @@ static remat_status slice_axis(struct rd *r, int32_t x, int axis, int64_t start,
     v.ndim = nd;
     memcpy(v.shape, xs, sizeof xs);
     v.shape[axis] = len;
+    if (drop && nd > 1) {
+        v.ndim = nd - 1;
+        memmove(v.shape + axis, v.shape + axis + 1, sizeof(int64_t) * (size_t)(nd - 1 - axis));
+    }
     r->base = ox_node_name(r);
     return ox_emit_as(r, REMAT_OP_RESHAPE, &y, 1, &v, out, NULL);
 }
@@ -550,7 +559,7 @@ static remat_status tf_slice(struct rd *r)
     e = e < 0 ? e + xs[a] : e > xs[a] ? xs[a] : e;
     if (s < 0 || s >= e)
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "an empty slice");
-    return slice_axis(r, x, (int)a, s, e - s, ox_out_name(r, 0));
+    return ox_slice_axis(r, x, (int)a, s, e - s, false, ox_out_name(r, 0));
 }
 
 /* Split of an activation into parts along an axis (sizes given, or equal). */
@@ -584,7 +593,7 @@ static remat_status tf_split(struct rd *r)
             return ox_node_fail(r, REMAT_ERR_SHAPE, "split sizes do not fit %lld",
                                 (long long)xs[axis]);
         if (ox_out_name(r, i))
-            st = slice_axis(r, x, (int)axis, at, sz[i], ox_out_name(r, i));
+            st = ox_slice_axis(r, x, (int)axis, at, sz[i], false, ox_out_name(r, i));
         at += sz[i];
     }
     return st;
