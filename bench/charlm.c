@@ -18,30 +18,32 @@
  *    saved with remat_trainer_save and loaded by bench/charlm_torch.py, which recomputes
  *    the batches from remat_tokens_batch's documented scheme (a hash of every batch's
  *    ids is compared) and trains the same model in float32 with torch.optim.AdamW and
- *    torch.set_num_threads(2). Table: the loss of both at every 50th step and their
- *    relative difference (and the largest over every step both trained); the first
- *    step below 2.0 nats per byte and the first from which the mean of the last 50 is;
- *    the step time (median) and bytes/s of each. PyTorch trains only the first 51 steps
- *    by default: Debian's PyTorch 1.13 runs its matrix products on the reference BLAS
- *    (BLAS_INFO=generic), about 50 times slower a step than remat here, so the whole
- *    curve would take it hours (`bench/charlm 1200 1200` does it).
+ *    torch.set_num_threads(2). Debian's PyTorch runs nn.Linear and matmul on the
+ *    reference BLAS (BLAS_INFO=generic, 6.5 s a step), so the script computes every
+ *    matrix product as the equivalent oneDNN convolution (0.4 s a step; the same
+ *    function, the float32 sums in another order: its docstring) and checks that form
+ *    against F.linear and matmul on step 0. PyTorch trains every step remat does unless
+ *    its training passes a time limit (40 minutes: 1,200 steps on the generic BLAS
+ *    would take two hours), and then the steps it reached. Table: the loss of both at
+ *    every 50th step and the last, their relative difference, the largest of those
+ *    against the 2% tolerance (and the largest over every step both trained); the
+ *    first step below 2.0 nats per byte and the first from which the mean of the last
+ *    50 is; the step time (median) and bytes/s of each.
  * 2. Throughput. The reduced GPT-2 of the issue (6 layers, 384 wide, 6 heads, sequence
  *    256, GPT-2's vocabulary 50,257, batch 4, no dropout), AdamW, cpu, 2 threads,
- *    `none`, the same weights in both: the median step time of remat and of PyTorch,
- *    tokens/s, and FLOP/s by FLOPs = 6 P' n + 12 L n T D, where n = batch * T tokens,
- *    P' the parameters less the position table (a lookup: it multiplies nothing; the
- *    tied token table counts once, for the output layer's product), and the second term
- *    the attention's two batched products (scores and context, 2 n T D FLOPs each
- *    forward, twice that backward) over L layers. Beside it dnnl_sgemm on 4096 x 4096 x
+ *    `none`, the same weights in both (PyTorch's products again as convolutions): the
+ *    median step time of remat and of PyTorch, tokens/s, and FLOP/s by
+ *    FLOPs = 6 P' n + 12 L n T D, where n = batch * T tokens, P' the parameters less
+ *    the position table (a lookup: it multiplies nothing; the tied token table counts
+ *    once, for the output layer's product), and the second term the attention's two
+ *    batched products (scores and context, 2 n T D FLOPs each forward, twice that
+ *    backward) over L layers. Beside it dnnl_sgemm on 4096 x 4096 x
  *    4096 with 2 threads, measured in the same run.
  *
- * usage: bench/charlm [steps (1200)] [PyTorch steps (51)] [speed steps (3; 0: no part 2)]
- *                     [lr (1e-3)]
- * Measured on 2 idle cores (AMD EPYC, AVX-512), all defaults, 621 s in all: part 1 remat
- * 0.161 s a step (1,200 steps: 3.2 minutes), its loss first below 2.0 at step 669, the
- * mean of 50 below from step 807; PyTorch 6.5 s a step (51 steps: 5.5 minutes), within
- * 0.07% of remat at every one of them; part 2 remat 0.875 s a step (44% of sgemm's 502
- * GFLOP/s), PyTorch 29.8 s. On a loaded machine every figure moves (sgemm fell to 216).
+ * usage: bench/charlm [steps (1200)] [PyTorch steps (all of remat's; 0: none)]
+ *                     [speed steps (3; 0: no part 2)] [lr (1e-3)]
+ *                     [PyTorch seconds (2400; 0: no limit)]
+ * Measured: docs/benchmarks.md, section charlm. On a loaded machine every figure moves.
  */
 #include "bench.h"
 #include "remat.h"
@@ -60,9 +62,9 @@
 #define TORCH_SCRIPT "bench/charlm_torch.py"
 #define THREADS 2
 #define SEED 1
-#define STEPS 1200      /* remat's steps (argv[1]) */
-#define TORCH_STEPS 51  /* PyTorch's (argv[2]): the first of remat's */
-#define LR 1e-3f         /* AdamW's (argv[4]) */
+#define STEPS 1200          /* remat's steps (argv[1]); PyTorch's by default (argv[2]) */
+#define LR 1e-3f            /* AdamW's (argv[4]) */
+#define TORCH_SECONDS 2400  /* PyTorch's training stops past it (argv[5]) */
 #define MAX_STEPS 5000
 #define EVERY 50    /* the table's rows */
 #define TARGET 2.0  /* nats per byte */
@@ -85,13 +87,12 @@ struct run {
     const int32_t *feed[8];
 };
 
-/* What a training run measured: loss per step, median step time, the hash of the
- * batches (as charlm_torch.py forms it). */
+/* What a training run measured: loss per step, median step time; PyTorch's also the
+ * hash of its batches (see batch_hash). */
 struct curve {
     double *loss;
     int steps;
     double median;
-    int hash_steps;     /* the steps the hash covers */
     long long hash;
     long long n_params;
     bool ok;
@@ -311,21 +312,17 @@ static bool run_new(struct run *r, const struct cfg *c)
     return true;
 }
 
-/* Trains r for out->steps steps from data; the losses, the median step time (the first
- * step left out) and the batches' hash. */
+/* Trains r for out->steps steps from data; the losses and the median step time (the
+ * first step left out). */
 static bool run_train(struct run *r, const remat_tokens *data, struct curve *out)
 {
-    size_t bt = (size_t)(r->c->batch * r->c->seq);
     double *times = calloc((size_t)out->steps, sizeof *times);
 
-    out->hash = 0;
     for (int i = 0; i < out->steps && times; i++) {
         double t0;
 
         if (remat_tokens_batch(data, SEED, i, r->c->batch, r->c->seq, r->ids, r->targets))
             goto fail;
-        for (size_t k = 0; i < out->hash_steps && k < bt; k++)
-            out->hash += (long long)r->ids[k] * (long long)(k + 1) * (i + 1);
         t0 = now();
         if (remat_trainer_step_tokens(r->t, r->feed, &out->loss[i]))
             goto fail;
@@ -349,46 +346,90 @@ fail:
 
 /* ------------------------------------------------------------------ PyTorch */
 
-/* PyTorch's BLAS_INFO, as charlm_torch.py reports it. */
-static char torch_blas[64];
+/* What charlm_torch.py reports besides the curve. */
+struct torch_info {
+    char blas[64];      /* torch's BLAS_INFO */
+    int mkldnn;         /* 1: its convolutions can run on oneDNN */
+    double check_loss;  /* form_check: relative difference of the loss, */
+    double check_grad;  /* and the largest of any gradient's; -1: not run */
+    int stopped;        /* the steps trained when its time limit ended training; 0 */
+};
 
-/* Runs charlm_torch.py on c, reading its losses, median step time and batch hash. */
-static bool torch_train(const struct cfg *c, const char *corpus, const char *params,
-                        struct curve *out)
+/* Reads one line of charlm_torch.py's output into out and info; false when the line is
+ * none of its records (an error message). got counts the losses read. */
+static bool torch_line(const char *line, struct curve *out, struct torch_info *info,
+                       int *got)
 {
-    char cmd[1024], line[256];
+    int step;
+    double v;
+
+    if (sscanf(line, "loss %d %lf", &step, &v) == 2 && step >= 0 && step < out->steps) {
+        out->loss[step] = v;
+        ++*got;
+        return true;
+    }
+    if (sscanf(line, "median_seconds %lf", &v) == 1) {
+        out->median = v;
+        return true;
+    }
+    return sscanf(line, "form_check %lf %lf", &info->check_loss, &info->check_grad) == 2 ||
+           sscanf(line, "blas %63s", info->blas) == 1 ||
+           sscanf(line, "mkldnn %d", &info->mkldnn) == 1 ||
+           sscanf(line, "stopped %d", &info->stopped) == 1 ||
+           sscanf(line, "batch_hash %lld", &out->hash) == 1 ||
+           sscanf(line, "params %lld", &out->n_params) == 1;
+}
+
+/* Runs charlm_torch.py on c for out->steps steps (fewer when it passes seconds of
+ * training; 0: no limit), with its form check when check; reads its losses, median step
+ * time, batch hash and info. out->steps becomes the steps it trained. */
+static bool torch_train(const struct cfg *c, const char *corpus, const char *params,
+                        bool check, double seconds, struct curve *out,
+                        struct torch_info *info)
+{
+    char cmd[1280], line[256];
     int got = 0;
     FILE *p;
 
+    memset(info, 0, sizeof *info);
+    info->check_loss = info->check_grad = -1;
     if (access("/usr/bin/python3", X_OK) || access(TORCH_SCRIPT, R_OK))
         return false;
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s corpus=%s params=%s steps=%d batch=%lld "
              "seq=%lld layers=%lld heads=%lld width=%lld vocab=%lld lr=%.9g wd=%.9g "
-             "seed=%d threads=%d 2>&1", TORCH_SCRIPT, corpus, params, out->steps,
-             (long long)c->batch, (long long)c->seq, (long long)c->layers,
+             "seed=%d threads=%d check=%d seconds=%g 2>&1", TORCH_SCRIPT, corpus, params,
+             out->steps, (long long)c->batch, (long long)c->seq, (long long)c->layers,
              (long long)c->heads, (long long)c->width, (long long)c->vocab, (double)c->lr,
-             (double)c->wd, SEED, THREADS);
+             (double)c->wd, SEED, THREADS, check, seconds);
     if (!(p = popen(cmd, "r")))
         return false;
-    while (fgets(line, sizeof line, p)) {
-        int step;
-        double v;
-
-        if (sscanf(line, "loss %d %lf", &step, &v) == 2 && step >= 0 && step < out->steps) {
-            out->loss[step] = v;
-            got++;
-        } else if (sscanf(line, "median_seconds %lf", &v) == 1) {
-            out->median = v;
-        } else if (sscanf(line, "blas %63s", torch_blas) == 1 ||
-                   sscanf(line, "batch_hash %lld", &out->hash) == 1 ||
-                   sscanf(line, "params %lld", &out->n_params) == 1) {
-            continue;
-        } else {
+    while (fgets(line, sizeof line, p))
+        if (!torch_line(line, out, info, &got))
             fprintf(stderr, "charlm_torch: %s", line);
-        }
-    }
+    if (info->stopped > 0 && info->stopped < out->steps)
+        out->steps = info->stopped;
     out->ok = pclose(p) == 0 && got == out->steps && out->median > 0;
     return out->ok;
+}
+
+/* The hash charlm_torch.py forms of its batches, over remat_tokens_batch's first steps
+ * steps: the sum over steps i and entries k of ids[k] * (k + 1) * (i + 1). */
+static bool batch_hash(const remat_tokens *data, const struct cfg *c, int steps,
+                       long long *hash)
+{
+    size_t bt = (size_t)(c->batch * c->seq);
+    int32_t *ids = malloc(bt * sizeof *ids), *tgt = malloc(bt * sizeof *tgt);
+    bool ok = ids && tgt;
+
+    *hash = 0;
+    for (int i = 0; ok && i < steps; i++) {
+        ok = !remat_tokens_batch(data, SEED, i, c->batch, c->seq, ids, tgt);
+        for (size_t k = 0; ok && k < bt; k++)
+            *hash += (long long)ids[k] * (long long)(k + 1) * (i + 1);
+    }
+    free(ids);
+    free(tgt);
+    return ok;
 }
 
 /* ------------------------------------------------------------------ reports */
@@ -438,22 +479,34 @@ static double worst_step(const struct curve *r, const struct curve *t, int *at)
 
 static void print_curves(const struct curve *r, const struct curve *t, const struct cfg *c)
 {
-    double worst = 0, all, bytes = (double)(c->batch * c->seq);
-    int at;
+    double worst = 0, d, all, bytes = (double)(c->batch * c->seq);
+    int at, worst_at = 0, rows = 0;
 
     printf("| step | remat loss | PyTorch loss | relative difference |\n|---|---|---|---|\n");
     for (int i = 0; i < r->steps; i++)
-        if (i % EVERY == 0 || i == r->steps - 1 || (t->ok && i == t->steps - 1))
-            worst = fmax(worst, print_row(r, t, i));
-    printf("\nremat: first loss below %.1f at step %d; mean of the last %d losses below %.1f "
-           "from step %d (-1: not reached)\n", TARGET, reached(r, true), EVERY, TARGET,
+        if (i % EVERY == 0 || i == r->steps - 1 || (t->ok && i == t->steps - 1)) {
+            d = print_row(r, t, i);
+            rows += t->ok && i < t->steps;
+            if (d > worst) {
+                worst = d;
+                worst_at = i;
+            }
+        }
+    printf("\nFirst loss below %.1f: remat at step %d", TARGET, reached(r, true));
+    if (t->ok)
+        printf(", PyTorch at step %d", reached(t, true));
+    printf(". Mean of the last %d losses below %.1f from step: remat %d", EVERY, TARGET,
            reached(r, false));
+    if (t->ok)
+        printf(", PyTorch %d", reached(t, false));
+    printf(" (-1: not reached).\n");
     all = worst_step(r, t, &at);
     if (t->ok)
-        printf("PyTorch (steps 0 to %d): first below %.1f at step %d. Largest relative "
-               "difference in the rows above: %.2f%% (%s %.0f%%); over all %d steps: %.2f%% "
-               "(step %d)\n", t->steps - 1, TARGET, reached(t, true), 100 * worst,
-               worst <= TOL ? "within" : "NOT within", 100 * TOL, t->steps, 100 * all, at);
+        printf("Largest relative difference over the %d rows both trained (every %dth "
+               "step and the last): %.2f%% at step %d, %s %.0f%%; over all %d steps: "
+               "%.2f%% (step %d)\n", rows, EVERY, 100 * worst, worst_at,
+               worst <= TOL ? "within" : "**NOT within**", 100 * TOL, t->steps, 100 * all,
+               at);
     printf("\n| | median step s | bytes/s |\n|---|---|---|\n| remat cpu (none) | %.4f | "
            "%.0f |\n", r->median, bytes / r->median);
     if (t->ok)
@@ -472,11 +525,36 @@ static void tmp_path(char *out, size_t n, const char *leaf)
              leaf);
 }
 
-/* Trains c in remat and PyTorch for steps steps; prints the tables. */
-static int part_curve(const struct cfg *c, const remat_tokens *data, const char *corpus,
-                      struct curve *r, struct curve *t)
+/* What PyTorch's run says of itself: its BLAS, its matrix products' form and that form's
+ * check, a time limit reached, batches or parameters unlike remat's. */
+static void print_torch_info(const struct torch_info *info, const struct curve *t,
+                             long long hash, long long n_params, double seconds)
 {
+    printf("PyTorch's BLAS: %s; oneDNN for its convolutions: %s. charlm_torch.py computes "
+           "every matrix product (the linear layers, the tied output layer, the "
+           "attention's two batched products) as an equivalent oneDNN convolution",
+           info->blas[0] ? info->blas : "unknown", info->mkldnn ? "yes" : "no");
+    if (info->check_loss >= 0)
+        printf("; on step 0 it differs from F.linear and matmul by %.1e in the loss and at "
+               "most %.1e in any gradient (relative)", info->check_loss, info->check_grad);
+    printf(".\n\n");
+    if (info->stopped > 0)
+        printf("PyTorch stopped after %d steps: its training passed the limit of %g s.\n\n",
+               info->stopped, seconds);
+    if (t->hash != hash || t->n_params != n_params)
+        printf("**PyTorch's batches or parameters differ from remat's** (batch hash %lld "
+               "against %lld, %lld parameters against %lld): the comparison is void\n\n",
+               t->hash, hash, t->n_params, n_params);
+}
+
+/* Trains c in remat for r->steps steps and in PyTorch for t->steps (fewer when its
+ * training passes seconds); prints the tables. */
+static int part_curve(const struct cfg *c, const remat_tokens *data, const char *corpus,
+                      double seconds, struct curve *r, struct curve *t)
+{
+    struct torch_info info;
     char params[512];
+    long long hash = 0;
     struct run run;
     bool ok;
 
@@ -489,17 +567,16 @@ static int part_curve(const struct cfg *c, const remat_tokens *data, const char 
         fprintf(stderr, "charlm: %s\n", remat_errmsg());
         return 1;
     }
-    if (t->steps > 0 && !torch_train(c, corpus, params, t))
+    if (t->steps > 0 && !torch_train(c, corpus, params, true, seconds, t, &info))
         printf("(PyTorch column left empty: /usr/bin/python3 with torch 1.13 and %s are "
                "needed, run from the repository root)\n\n", TORCH_SCRIPT);
-    else if (t->ok && torch_blas[0])
-        printf("PyTorch's BLAS: %s (torch.__config__: its matrix products run there).\n\n",
-               torch_blas);
-    if (t->ok && (t->hash != r->hash || t->n_params != r->n_params))
-        printf("**PyTorch's batches or parameters differ from remat's** (batch hash %lld "
-               "against %lld, %lld parameters against %lld): the comparison is void\n\n",
-               t->hash, r->hash, t->n_params, r->n_params);
     remove(params);
+    if (t->ok && !batch_hash(data, c, t->steps, &hash)) {
+        fprintf(stderr, "charlm: %s\n", remat_errmsg());
+        return 1;
+    }
+    if (t->ok)
+        print_torch_info(&info, t, hash, r->n_params, seconds);
     print_curves(r, t, c);
     return 0;
 }
@@ -549,8 +626,8 @@ static int part_speed(const remat_tokens *data, const char *corpus, int steps)
 {
     static const struct cfg c = {6, 6, 384, 256, 50257, 4, 1e-4f, 0.01f};
     double rbuf[64], tbuf[64], gemm, f, tok = (double)(c.batch * c.seq);
-    struct curve r = {rbuf, steps, 0, steps, 0, 0, false};
-    struct curve t = {tbuf, steps, 0, steps, 0, 0, false};
+    struct curve r = {.loss = rbuf, .steps = steps}, t = {.loss = tbuf, .steps = steps};
+    struct torch_info info;
     char params[512];
     struct run run;
     bool ok;
@@ -562,7 +639,7 @@ static int part_speed(const remat_tokens *data, const char *corpus, int steps)
     run_free(&run);
     if (!ok)
         return 1;
-    torch_train(&c, corpus, params, &t);
+    torch_train(&c, corpus, params, false, 0, &t, &info);
     remove(params);
     gemm = sgemm_rate();
     f = step_flops(&c, r.n_params);
@@ -591,8 +668,9 @@ int main(int argc, char **argv)
 {
     struct cfg c = {4, 4, 256, 128, 256, 16, LR, 0.01f};
     int steps = argc > 1 ? atoi(argv[1]) : STEPS;
-    int torch_steps = argc > 2 ? atoi(argv[2]) : TORCH_STEPS;
+    int torch_steps = argc > 2 ? atoi(argv[2]) : steps;
     int speed = argc > 3 ? atoi(argv[3]) : 3;
+    double seconds = argc > 5 ? strtod(argv[5], NULL) : TORCH_SECONDS;
     char corpus[512];
     struct curve r = {0}, t = {0};
     remat_tokens *data = NULL;
@@ -601,10 +679,12 @@ int main(int argc, char **argv)
 
     c.lr = argc > 4 ? strtof(argv[4], NULL) : c.lr;
     torch_steps = torch_steps < steps ? torch_steps : steps;
-    if (steps < 2 || steps > MAX_STEPS || torch_steps < 0 || speed < 0 || speed == 1 ||
-        speed > 64 || !(c.lr > 0))
-        return fprintf(stderr, "usage: charlm [steps 2..%d] [PyTorch steps 0..steps] "
-                       "[speed steps 0 (none), 2..64] [lr]\n", MAX_STEPS), 2;
+    if (steps < 2 || steps > MAX_STEPS || torch_steps < 0 || torch_steps == 1 ||
+        speed < 0 || speed == 1 || speed > 64 || !(c.lr > 0) || !(seconds >= 0))
+        return fprintf(stderr, "usage: charlm [steps 2..%d (%d)] [PyTorch steps 0 (none), "
+                       "2..steps (steps)] [speed steps 0 (none), 2..64 (3)] [lr (%g)] "
+                       "[PyTorch seconds (%d; 0: no limit)]\n", MAX_STEPS, STEPS,
+                       (double)LR, TORCH_SECONDS), 2;
     tmp_path(corpus, sizeof corpus, "corpus.txt");
     if (!(bytes = corpus_build(corpus, &n_files))) {
         printf("(skipped: no fortune files in %s: apt-get install fortunes)\n", FORTUNES);
@@ -615,7 +695,7 @@ int main(int argc, char **argv)
         goto out;
     }
     r.steps = steps;
-    r.hash_steps = t.steps = t.hash_steps = torch_steps;
+    t.steps = torch_steps;
     r.loss = calloc((size_t)steps, sizeof *r.loss);
     t.loss = calloc((size_t)steps, sizeof *t.loss);
     if (!r.loss || !t.loss)
@@ -623,11 +703,13 @@ int main(int argc, char **argv)
     printf("### Character-level GPT on the fortune corpus: remat against PyTorch 1.13\n\n"
            "4 layers, 256 wide, 4 heads of 64, sequence 128, vocabulary 256 (bytes), no "
            "dropout, batch 16; AdamW lr %g, weight decay %g, betas 0.9, 0.999; cpu, %d "
-           "threads, `none`; remat trains %d steps, PyTorch the first %d of them, from the "
-           "same weights on the same batches. Corpus: %d fortune files, %ld bytes.\n\n",
-           (double)c.lr, (double)c.wd, THREADS, steps, torch_steps, n_files, bytes);
+           "threads, `none`; remat trains %d steps, PyTorch the first %d of them (at "
+           "most %g s), from the same weights on the same batches. Corpus: %d fortune "
+           "files, %ld bytes.\n\n", (double)c.lr, (double)c.wd, THREADS, steps, torch_steps,
+           seconds, n_files, bytes);
     fflush(stdout);
-    rc = part_curve(&c, data, corpus, &r, &t) || (speed && part_speed(data, corpus, speed));
+    rc = part_curve(&c, data, corpus, seconds, &r, &t) ||
+         (speed && part_speed(data, corpus, speed));
 out:
     remat_tokens_free(data);
     remove(corpus);
