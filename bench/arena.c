@@ -25,7 +25,8 @@
 #define EXACT_MAX_SETS 20000
 
 struct row {
-    size_t peak, arena, simple, load; /* device arena */
+    size_t peak, arena, fixed, simple, load; /* device arena */
+    size_t moved, n_moves;                   /* the layout's moves per step */
     size_t host_peak, host, host_simple;
     size_t n_inst;
     double seconds, simple_seconds; /* packing the device arena */
@@ -212,13 +213,16 @@ static bool measure(const remat_tgraph *tg, const remat_schedule *s, struct row 
     r->n_inst = lay.n_inst;
     if (dump_dir)
         dump(lay.inst, lay.n_inst, lay.align);
-    r->arena = repack(lay.inst, lay.n_inst, lay.align, false, &r->seconds);
+    r->arena = lay.arena_bytes;
+    r->moved = lay.moves.bytes;
+    r->n_moves = lay.moves.n;
+    r->fixed = repack(lay.inst, lay.n_inst, lay.align, false, &r->seconds);
     r->simple = repack(lay.inst, lay.n_inst, lay.align, true, &r->simple_seconds);
     r->host_peak = lay.host_peak_bytes;
     r->host = lay.host_bytes;
     r->host_simple = repack(lay.host, lay.n_host, lay.align, true, &t);
-    if (r->arena != lay.arena_bytes) {
-        fprintf(stderr, "arena: packing again gave %zu bytes, not %zu\n", r->arena,
+    if (!lay.moves.n && r->fixed != lay.arena_bytes) {
+        fprintf(stderr, "arena: packing again gave %zu bytes, not %zu\n", r->fixed,
                 lay.arena_bytes);
         exit(1);
     }
@@ -242,10 +246,13 @@ static remat_status plan(const remat_tgraph *tg, remat_strategy st, bool min, si
 
 static void print_row(const char *net, remat_strategy st, const char *budget, const struct row *r)
 {
-    printf("| %s | %s | %s | %zu | %.1f | %.1f | **%.4f** | %.4f | %.4f | %.1f |", net,
+    printf("| %s | %s | %s | %zu | %.1f | %.1f | **%.4f** | %.4f | %.4f | %.4f | ", net,
            remat_strategy_name(st), budget, r->n_inst, (double)r->peak / 1048576.0,
-           (double)r->arena / 1048576.0, ratio(r->arena, r->peak), ratio(r->simple, r->peak),
-           ratio(r->load, r->peak), 1e3 * r->seconds);
+           (double)r->arena / 1048576.0, ratio(r->arena, r->peak), ratio(r->fixed, r->peak),
+           ratio(r->simple, r->peak), ratio(r->load, r->peak));
+    if (r->n_moves)
+        printf("%zu / %.1f ", r->n_moves, (double)r->moved / 1048576.0);
+    printf("| %.1f |", 1e3 * r->seconds);
     push(&r_new, ratio(r->arena, r->peak));
     push(&r_old, ratio(r->simple, r->peak));
     if (r->host_peak) {
@@ -274,7 +281,7 @@ static void strategy_rows(const char *net, const remat_tgraph *tg, remat_strateg
         (st == REMAT_STRATEGY_BLOCKS || st == REMAT_STRATEGY_SELECTIVE))
         return; /* a rule that does not apply: no numbered blocks, no attention */
     if (ps || !measure(tg, s, &r)) {
-        printf("| %s | %s | min | failed: %s |||||||\n", net, remat_strategy_name(st),
+        printf("| %s | %s | min | failed: %s |||||||||\n", net, remat_strategy_name(st),
                remat_errmsg());
         remat_schedule_free(s);
         return;
@@ -288,7 +295,7 @@ static void strategy_rows(const char *net, const remat_tgraph *tg, remat_strateg
     memset(&r, 0, sizeof r);
     snprintf(dump_name, sizeof dump_name, "%s-%s-half", net, remat_strategy_name(st));
     if (plan(tg, st, false, half, &s, &pi) || !measure(tg, s, &r))
-        printf("| %s | %s | half | failed: %s |||||||\n", net, remat_strategy_name(st),
+        printf("| %s | %s | half | failed: %s |||||||||\n", net, remat_strategy_name(st),
                remat_errmsg());
     else
         print_row(net, st, "half", &r);
@@ -379,12 +386,16 @@ int main(int argc, char **argv)
            "Each plan at the strategy's minimum budget (*min*) and halfway between it and "
            "`none`'s total (*half*); no backend's kernels (no scratch). `optimal` is capped at "
            "%.0f s of MILP and the exact DPs at %d lower sets (they refuse beyond: *failed*). "
-           "*ratio*: arena / peak with this packer, *old*: with the former one (by decreasing "
-           "size at the lowest free address), *load*: the largest sum of 64-byte-rounded sizes "
-           "live at one step / peak (no packing goes below it). *host*: the host tier's "
-           "peak MiB / ratio / old ratio where the plan offloads.\n\n"
-           "| network | strategy | budget | instances | peak MiB | arena MiB | ratio | old | "
-           "load | pack ms | host |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+           "*ratio*: the layout's arena / peak (the packer's offsets, and where they end above "
+           "what the budget leaves the arena, live buffers moved inside it: *moves*, their "
+           "count / MiB per step), *fixed*: this packer's offsets alone, *old*: the former "
+           "packer (by decreasing size at the lowest free address), *load*: the largest sum "
+           "of 64-byte-rounded sizes live at one step / peak (no layout goes below it). "
+           "*pack ms*: this packer's time. *host*: the host tier's peak MiB / ratio / old "
+           "ratio where the plan offloads.\n\n"
+           "| network | strategy | budget | instances | peak MiB | arena MiB | ratio | fixed | "
+           "old | load | moves | pack ms | host |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
            OPTIMAL_SECONDS, EXACT_MAX_SETS);
     for (size_t i = 0; i < (quick ? 1 : sizeof nets / sizeof nets[0]); i++)
         network(nets[i].name, nets[i].batch);

@@ -283,9 +283,12 @@ typedef struct remat_tgraph_opts {
     /* Data parallel and micro-batches (docs/distributed.md): what one process keeps
      * resident. accumulate > 1 adds the sum of its micro-batches' gradients (one copy of
      * the parameters); ranks > 1 pads the parameters to ranks equal shards and adds the
-     * reduction's buffer; shard_optimizer keeps 1/ranks of the optimizer's state. 0: 1. */
+     * reduction's buffers; shard_optimizer keeps 1/ranks of the optimizer's state. 0: 1.
+     * bucket_bytes: the most gradient bytes the reduction moves as one bucket (its
+     * receive buffers hold two buckets' pieces; 0: 25 MiB, PyTorch DDP's default). */
     int32_t accumulate, ranks;
     bool shard_optimizer;
+    size_t bucket_bytes;
 } remat_tgraph_opts;
 
 /* Autodiff: the forward graph plus backward ops, gradients and costs. */
@@ -372,6 +375,8 @@ typedef struct remat_plan_opts {
     bool authors_lattice;    /* exact DP: only the chains the authors' solver can reach
                                 (their depth-first numbering of the lower sets, see
                                 docs/planners.md); reproduces their figures */
+    bool authors_bound;      /* the DPs: the authors' peak bound of a block (2 M(Vi) +
+                                the boundary terms) instead of the simulator's model */
     double bandwidth;        /* host-tier copy bandwidth, bytes/s (offload plans);
                                 0: REMAT_DEFAULT_BANDWIDTH */
     double flops;            /* compute rate, FLOP/s, for the same time model;
@@ -419,6 +424,10 @@ typedef struct remat_plan_info {
     size_t host_arena_bytes;        /* the packed host tier (0 without offloads) */
     size_t total_bytes;             /* what training allocates: arena + resident (+ the
                                        host tier when host_in_budget); <= budget_bytes */
+    int32_t n_moves;                /* live buffers moved inside the arena per step to
+                                       hold it within the budget (0: the packed offsets
+                                       fit as they are) */
+    size_t moved_bytes;             /* their bytes, copied once per step */
 } remat_plan_info;
 
 /*
@@ -509,6 +518,8 @@ typedef struct remat_train_opts {
     int32_t accumulate;     /* micro-batches per step in this process (0: 1) */
     bool shard_optimizer;   /* with comm: this rank keeps and updates 1/size of the state */
     const struct remat_comm *comm; /* the ranks training together; NULL: this one alone */
+    bool reduce_after;      /* with comm: start the reduction after the backward pass
+                               instead of bucket by bucket during it (the same bits) */
 } remat_train_opts;
 
 /* The defaults: ref backend, seed 1, lr 0.01, momentum 0.9, weight decay 1e-4. */
@@ -516,21 +527,30 @@ remat_train_opts remat_train_opts_default(void);
 
 /*
  * Processes training one model together, data parallel (docs/distributed.md): this
- * one's rank among size, and three collective calls that every rank makes in the same
- * order. They move bytes and do no arithmetic, so that the trainer sums gradients in an
- * order of its own (rank order) that timing cannot change. ud is passed to each.
+ * one's rank among size, and collective calls that move bytes and do no arithmetic, so
+ * that the trainer sums gradients in an order of its own (rank order) that timing cannot
+ * change. ud is passed to each. exchange and gather start a transfer and return at once
+ * (*req names it until test reports it finished; until then its buffers are the
+ * transfer's); every rank starts its exchanges in one order and its gathers in one
+ * order, though the two may interleave differently on different ranks. The count and
+ * displacement arrays are read during the call only.
  */
 typedef struct remat_comm {
     int32_t rank, size;
     void *ud;
-    /* All to all: piece j of send (n floats at send + j * stride) goes to rank j, and
-     * rank i's piece for this rank lands at recv + i * n. */
-    remat_status (*exchange)(void *ud, const float *send, size_t stride, float *recv,
-                             size_t n);
-    /* All gather in place: piece i of data (n floats at data + i * n) from rank i. */
-    remat_status (*gather)(void *ud, float *data, size_t n);
-    /* Every rank's st: *failed receives the lowest rank whose st is not REMAT_OK (-1:
-     * none) and *failed_st that rank's st. */
+    /* All to all: counts[j] floats at send + sdispl[j] go to rank j, and rank i's piece
+     * for this rank, rcounts[i] floats, lands at recv + rdispl[i] (0: nothing). */
+    remat_status (*exchange)(void *ud, const float *send, const size_t *counts,
+                             const size_t *sdispl, float *recv, const size_t *rcounts,
+                             const size_t *rdispl, int32_t *req);
+    /* All gather in place: rank i's piece is counts[i] floats at data + displ[i]. */
+    remat_status (*gather)(void *ud, float *data, const size_t *counts, const size_t *displ,
+                           int32_t *req);
+    /* *done: whether transfer req has finished (wait: blocks until it has); a finished
+     * req's buffers are the caller's again and its name may be given to another. */
+    remat_status (*test)(void *ud, int32_t req, bool wait, bool *done);
+    /* Every rank's st (blocking): *failed receives the lowest rank whose st is not
+     * REMAT_OK (-1: none) and *failed_st that rank's st. */
     remat_status (*agree)(void *ud, remat_status st, int32_t *failed,
                           remat_status *failed_st);
 } remat_comm;
@@ -612,9 +632,11 @@ remat_status remat_trainer_step(remat_trainer *t, const float *const *inputs,
  * m = step * M + r * K + k of the run: synthetic data and dropout masks are drawn from
  * m (step itself when M is 1). The order (docs/distributed.md): g = (((g_0 + g_1) + g_2)
  * + ... + g_{M-1}) / M in float, g_m from zeroed gradients, so N ranks at K = 1 give the
- * bits of one process with accumulate N. Every call agrees with the other ranks: a
- * failure on any rank fails that call on every rank, naming the rank, and abandons the
- * step. remat_trainer_micro: the number m of the next call's micro-batch.
+ * bits of one process with accumulate N. On N ranks the K-th call's backward pass
+ * starts reducing each bucket of gradients once they are final (unless reduce_after).
+ * Every call agrees with the other ranks: a failure on any rank fails that call on
+ * every rank, naming the rank, and abandons the step. remat_trainer_micro: the number m
+ * of the next call's micro-batch.
  */
 int64_t remat_trainer_micro(const remat_trainer *t);
 /* The same step without the update (gradients are left in place). */
@@ -655,6 +677,14 @@ typedef struct remat_train_stats {
     size_t transfer_bytes;       /* bytes copied out and back, all steps */
     double copy_seconds;         /* time the copies took, all steps */
     double wait_seconds;         /* time WAIT steps blocked, all steps */
+    size_t moved_bytes;          /* bytes moved inside the arena (the layout's moves),
+                                    all steps */
+    double move_seconds;         /* the time those moves took, all steps */
+    /* With a comm (docs/distributed.md): the time each step's reduction across ranks kept
+     * the trainer waiting after the ranks agreed the backward pass was done, all steps,
+     * and the buckets it moves per step. */
+    double reduce_wait_seconds;
+    int32_t reduce_buckets;
     /* The operating system's view (Linux /proc/self/status; 0 where unavailable): the
      * process's resident set just before the trainer allocated anything, and the most it
      * held since (its high-water mark, reset when the trainer was created). */

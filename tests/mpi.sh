@@ -2,8 +2,10 @@
 # Data-parallel training under mpirun (docs/distributed.md): 2 ranks x batch 4 give the
 # parameters of one process with --accumulate 2 x batch 4, bit for bit (param_checksum),
 # with and without --shard-optimizer, for ResNet-18 (SGD) and a reduced GPT-2 (AdamW)
-# under none, approx-mc and hybrid at --budget min; every rank measures its planned peak
-# and holds rank 0's parameters. Faults: a rank whose --data is missing, and a rank
+# under none, approx-mc and hybrid at --budget min, the reduction's buckets started
+# during the backward; the same with 64 KB buckets (hundreds) and with the reduction
+# after the backward; every rank measures its planned peak and holds rank 0's
+# parameters, and plan --ranks counts train's resident bytes. Faults: a rank whose --data is missing, and a rank
 # killed mid-run, stop every rank within 30 s with a message naming the rank.
 # Prints "ok/FAIL/skip name" lines and "RESULT passed failed skipped".
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -60,6 +62,35 @@ for s in "none" "approx-mc --budget min" "hybrid --budget min"; do
     same "resnet18 sgd $s" $R18 --strategy $s
     same "gpt2 adamw $s" $GPT --strategy $s
 done
+
+# many buckets (64 KB: hundreds), started during the backward or after it: the same bits
+# as one process --accumulate 2, and plan --ranks 2 --bucket counts train's resident bytes
+buckets() {
+    local name=$1; shift
+    local plan=() skip=0 x
+    for x in "$@"; do # plan takes the model's options, not --steps
+        if [ "$x" = "--steps" ]; then skip=1; elif [ "$skip" = 1 ]; then skip=0; else plan+=("$x"); fi
+    done
+    timeout 300 $REMAT train "$@" --accumulate 2 --json >"$tmp/one.json" 2>"$tmp/err" &&
+    timeout 300 $MPIRUN $REMAT train "$@" --bucket 64KB --json >"$tmp/two.json" 2>>"$tmp/err" &&
+    timeout 300 $MPIRUN $REMAT train "$@" --bucket 64KB --reduce-after --json >"$tmp/after.json" 2>>"$tmp/err" &&
+    timeout 300 $REMAT plan "${plan[@]}" --ranks 2 --bucket 64KB --json >"$tmp/plan.json" 2>>"$tmp/err" ||
+        { fail "$name" "$(tail -3 "$tmp/err")"; return; }
+    local a b c nb pr tr
+    a=$(summary "$tmp/one.json"); b=$(summary "$tmp/two.json"); c=$(summary "$tmp/after.json")
+    nb=$(json_get "$tmp/two.json" "j['reduce_buckets']")
+    pr=$(json_get "$tmp/plan.json" "j['resident_bytes']"); tr=$(json_get "$tmp/two.json" "j['resident_bytes']")
+    # 64 KB = 16,384 floats: at least the parameters over that many buckets
+    local least
+    least=$(json_get "$tmp/two.json" "j['params'] // 16384")
+    if [ "${a%% *}" = "${b%% *}" ] && [ "${a%% *}" = "${c%% *}" ] && [ "${b#* }" = "True True" ] &&
+       [ "${c#* }" = "True True" ] && [ "$nb" -ge "$least" ] && [ "$pr" = "$tr" ]; then
+        ok "$name (${a%% *}; $nb buckets; resident $tr as planned)"
+    else
+        fail "$name" "one process: $a; 2 ranks: $b; after the backward: $c; $nb buckets (at least $least); plan $pr, train $tr"
+    fi
+}
+buckets "resnet18 64 KB buckets" $R18 --strategy approx-mc --budget min
 
 # --data: rank r reads micro-batch r of each step, as the one process does
 "$PY" - "$tmp" <<'PYEOF'

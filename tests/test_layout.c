@@ -437,6 +437,9 @@ static void test_resnet50(void)
             remat_schedule_free(s);
             continue;
         }
+        /* the packer's offsets alone: the moves that hold an arena within a cap
+         * (arena_cap, set by remat_plan) have their own tests (test_relocate.c) */
+        s->arena_cap = 0;
         CHECK_OK(layout_build(tg, s, 64, &lay));
         plain = malloc((lay.n_inst + 1) * sizeof *plain);
         REMAT_ASSERT_TEST(plain);

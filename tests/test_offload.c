@@ -11,9 +11,10 @@
  *   is recomputed; at each budget of a sweep down to the least, the plans fit and the
  *   simulator accepts them.
  * - The least budget: hybrid's --budget min on ResNet-50 at batch 32 is the least packed
- *   total found, at most that of its least-peak plan (below it here, where the least-peak
- *   plan's lifetimes pack above its peak), packed within 1% of its peak, and a plan at
- *   that budget fits it.
+ *   total found, at most that of its least-peak plan (whose lifetimes the packer's fixed
+ *   offsets fit only 1.23x above its peak: moves inside the arena now hold it within 1%,
+ *   so the two are one plan), packed within 1% of its peak, and a plan at that budget
+ *   fits it.
  * - Training: hybrid with offload on a host tier in a file gives the parameters of
  *   `none` after three steps, the file has the host tier's size, and an unwritable file
  *   is refused with its name. (Every strategy, offload included, against `none` on two
@@ -118,8 +119,7 @@ static size_t total_of(const remat_tgraph *tg, remat_strategy s, size_t B, bool 
     CHECK(B == 0 || pi.total_bytes <= B, "%s: %zu allocated at a budget of %zu",
           remat_strategy_name(s), pi.total_bytes, B);
     /* the least total packs within 1% of its peak, the lower bound of any packing
-     * (measured 1.0000-1.0015; the least-peak plan packed 1.23x before the packer's
-     * splits) */
+     * (with the moves of mem/relocate.c where the packer's offsets end above it) */
     CHECK(B || least_peak || pi.arena_bytes <= r.activation_peak_bytes +
           r.activation_peak_bytes / 100, "%s: arena %zu, peak %zu", remat_strategy_name(s),
           pi.arena_bytes, r.activation_peak_bytes);
@@ -138,7 +138,7 @@ static void test_least_total(void)
     min = total_of(tg, REMAT_STRATEGY_HYBRID, 0, false, &min_peak);
     printf("  hybrid least peak %zu: total %zu; least total %zu (peak %zu)\n", lp_peak, lp,
            min, min_peak);
-    CHECK(lp && min && min < lp && min_peak >= lp_peak, "least total %zu (peak %zu), least "
+    CHECK(lp && min && min <= lp && min_peak >= lp_peak, "least total %zu (peak %zu), least "
           "peak's total %zu (peak %zu)", min, min_peak, lp, lp_peak);
     if (min)
         total_of(tg, REMAT_STRATEGY_HYBRID, min, false, &at_peak);

@@ -675,7 +675,7 @@ static void test_authors(void)
         remat_schedule *s = NULL;
         remat_plan_info pa, pf;
         remat_plan_opts o = {.strategy = REMAT_STRATEGY_EXACT_MC, .budget_min = true,
-                             .authors_lattice = true};
+                             .authors_lattice = true, .authors_bound = true};
 
         snprintf(path, sizeof path, "%s/%s", dir, exact[i].file);
         CHECK_OR(remat_tgraph_read_dump(path, NULL, NULL, &tg) == REMAT_OK, continue, "%s: %s",

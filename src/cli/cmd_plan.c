@@ -3,6 +3,7 @@
  * strategy, and print what the simulator measures.
  */
 #include "cli/cli.h"
+#include "dist/dist.h"
 #include "cli/progress.h"
 #include "io/onnx.h"
 
@@ -28,6 +29,7 @@ static void help(FILE *f)
             "  --optimizer sgd|adamw  the optimizer whose state is resident (default sgd)\n"
             "  --ranks N, --accumulate K, --shard-optimizer   what one process of `mpirun\n"
             "                      -np N remat train` keeps resident (docs/distributed.md)\n"
+            "  --bucket B          with --ranks: gradient bytes reduced as one bucket (25MiB)\n"
             "  --strategy S        none (the default: keep what the backward reads),\n"
             "                      approx-tc, approx-mc, exact-tc, exact-mc (Kusumoto et al.),\n"
             "                      chen-sqrtn, chen-greedy, superneurons (offloads its\n"
@@ -39,6 +41,8 @@ static void help(FILE *f)
             "  --authors-lattice   exact-tc/exact-mc: only the chains the authors' solver\n"
             "                      reaches (its depth-first numbering of the lower sets);\n"
             "                      reproduces their figures, never beats the default\n"
+            "  --authors-bound     the DPs: the authors' bound of a block's peak instead\n"
+            "                      of the simulator's model (reproduces their budgets)\n"
             "  --max-lower-sets N  cap for the exact DP (default 100000: its pair loop grows\n"
             "                      as the square; GoogLeNet's 27,358 sets take ~10 s)\n"
             "  --time-limit S      seconds for `optimal` (default 60)\n"
@@ -125,6 +129,10 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
            cli_commas(pi->arena_bytes, a, sizeof a),
            r->activation_peak_bytes ? (double)pi->arena_bytes /
                                           (double)r->activation_peak_bytes : 0);
+    if (pi->n_moves)
+        printf("moves            %d live buffers moved inside the arena per step to keep "
+               "it within the budget, %s bytes\n", pi->n_moves,
+               cli_commas(pi->moved_bytes, a, sizeof a));
     printf("allocated        %s bytes (%s): arena + resident%s\n",
            cli_commas(pi->total_bytes, a, sizeof a), cli_human((double)pi->total_bytes, b, sizeof b),
            pi->host_arena_bytes ? " (the host tier apart)" : "");
@@ -208,6 +216,8 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r,
     json_f64(&j, "arena_ratio", r->activation_peak_bytes ? (double)pi->arena_bytes /
                                                               (double)r->activation_peak_bytes : 0);
     json_u64(&j, "host_arena_bytes", pi->host_arena_bytes);
+    json_i64(&j, "moves", pi->n_moves);
+    json_u64(&j, "moved_bytes", pi->moved_bytes);
     json_u64(&j, "allocated_bytes", pi->total_bytes);
     json_u64(&j, "lower_bound_bytes", r->lower_bound_bytes);
     json_f64(&j, "peak_to_lower_bound",
@@ -319,12 +329,16 @@ static int plan_option(struct plan_cmd *c, int argc, char **argv, int *i)
         c->po.reproducible = true;
     else if (!strcmp(a, "--authors-lattice"))
         c->po.authors_lattice = true;
+    else if (!strcmp(a, "--authors-bound"))
+        c->po.authors_bound = true;
     else if (!strcmp(a, "--ranks") || !strcmp(a, "--accumulate"))
         return (v = cli_value(argc, argv, i)) && cli_parse_i64(a, v, 1, 1 << 20, &secs)
                    ? (*(a[2] == 'r' ? &c->m.topts.ranks : &c->m.topts.accumulate) =
                           (int32_t)secs, 1) : -1;
     else if (!strcmp(a, "--shard-optimizer"))
         c->m.topts.shard_optimizer = true;
+    else if (!strcmp(a, "--bucket"))
+        return (v = cli_value(argc, argv, i)) && dist_parse_bucket(a, v, &c->m.topts) ? 1 : -1;
     else if (!strcmp(a, "--schedule"))
         return (c->sched_path = cli_value(argc, argv, i)) ? 1 : -1;
     else if (!strcmp(a, "--trace"))

@@ -56,6 +56,9 @@ static void help(FILE *f)
             "  --accumulate K       K micro-batches of --batch per step, their gradients\n"
             "                       averaged (default 1; docs/distributed.md)\n"
             "  --shard-optimizer    under mpirun: each rank keeps 1/N of the optimizer state\n"
+            "  --bucket B           under mpirun: gradient bytes reduced as one bucket, each\n"
+            "                       started during the backward once final (default 25MiB)\n"
+            "  --reduce-after       under mpirun: reduce after the backward instead\n"
             "Under mpirun -np N each rank trains micro-batch r of every step in its own\n"
             "planned arena; N ranks give the parameters of one process with --accumulate N.\n"
             "Planning:\n"
@@ -225,6 +228,11 @@ static int parse_one(struct train_cmd *c, int argc, char **argv, int *i)
             return -1;
     } else if (!strcmp(a, "--shard-optimizer")) {
         c->shard = true;
+    } else if (!strcmp(a, "--reduce-after")) {
+        c->to.reduce_after = true;
+    } else if (!strcmp(a, "--bucket")) {
+        if (!(v = cli_value(argc, argv, i)) || !dist_parse_bucket(a, v, &c->m.topts))
+            return -1;
     } else if (!strcmp(a, "--steps")) {
         if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 1000000, &c->steps))
             return -1;
@@ -518,6 +526,10 @@ static void report_text(const struct train_cmd *c, const struct train_report *r)
     printf("arena            %s bytes (%.3fx the activation peak)\n",
            cli_commas(ts->arena_bytes, a, sizeof a),
            act ? (double)ts->arena_bytes / (double)act : 0);
+    if (ts->moved_bytes)
+        printf("moves            %s bytes moved inside the arena to keep it within the "
+               "budget, %.3f s (%lld steps)\n", cli_commas(ts->moved_bytes, a, sizeof a),
+               ts->move_seconds, (long long)c->steps);
     printf("resident         %s bytes (%s)\n", cli_commas(ts->resident_bytes, a, sizeof a),
            cli_human((double)ts->resident_bytes, b, sizeof b));
     printf("lower limit      %s bytes (the largest single step); the activation peak "
@@ -529,11 +541,15 @@ static void report_text(const struct train_cmd *c, const struct train_report *r)
                cli_commas(ts->measured_host_bytes, b, sizeof b), ts->copy_seconds,
                ts->wait_seconds, (long long)c->steps);
     print_os(r);
-    if (c->dist.comm.size > 1)
+    if (c->dist.comm.size > 1) {
         printf("ranks            %d, each %lld micro-batch%s of %lld per step%s; every "
                "rank's parameters agree\n", (int)c->dist.comm.size, (long long)c->accumulate,
                c->accumulate > 1 ? "es" : "", (long long)c->m.zoo.batch,
                c->shard ? ", optimizer state sharded" : "");
+        printf("reduction        %d buckets %s; %.3f s waited after the backward (%lld "
+               "steps)\n", (int)ts->reduce_buckets, c->to.reduce_after ? "after the backward"
+               : "started during the backward", ts->reduce_wait_seconds, (long long)c->steps);
+    }
     else if (c->accumulate > 1)
         printf("micro-batches    %lld of %lld per step, gradients averaged\n",
                (long long)c->accumulate, (long long)c->m.zoo.batch);
@@ -562,6 +578,8 @@ static void json_ranks(struct json *j, const struct train_cmd *c, const struct t
     json_i64(j, "ranks", n);
     json_i64(j, "accumulate", c->accumulate);
     json_bool(j, "shard_optimizer", c->shard && n > 1);
+    json_i64(j, "reduce_buckets", r->ts.reduce_buckets);
+    json_f64(j, "reduce_wait_seconds", r->ts.reduce_wait_seconds);
     json_key(j, "rank_param_checksums");
     json_begin(j, NULL, '[');
     for (int32_t i = 0; i < n; i++) {
@@ -604,6 +622,8 @@ static void report_json(const struct train_cmd *c, const struct train_report *r)
     json_u64(&j, "transfer_bytes", ts->transfer_bytes);
     json_f64(&j, "copy_seconds", ts->copy_seconds);
     json_f64(&j, "wait_seconds", ts->wait_seconds);
+    json_u64(&j, "moved_bytes", ts->moved_bytes);
+    json_f64(&j, "move_seconds", ts->move_seconds);
     json_f64(&j, "peak_to_lower_bound", lb ? (double)ts->planned_peak_bytes / (double)lb : 0);
     json_u64(&j, "os_rss_before_bytes", ts->os_rss_before_bytes);
     json_u64(&j, "os_rss_peak_bytes", ts->os_rss_peak_bytes);

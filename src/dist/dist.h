@@ -16,6 +16,7 @@
 struct cli_dist {
     remat_comm comm;   /* rank 0 of 1 when not launched by MPI */
     bool started;      /* MPI_Init was called (MPI_Finalize is due) */
+    struct mpi_reqs *mpi; /* mpi.c: the reduction's communicators and transfers */
 };
 
 /* True when an MPI launcher started this process (Open MPI, PMI or PMIx variables). */
@@ -30,6 +31,9 @@ int dist_agree_rc(struct cli_dist *d, int rc, int *their);
 double dist_sum(struct cli_dist *d, double v);
 /* Every rank's v, into out[0 .. size). */
 void dist_gather_u64(struct cli_dist *d, uint64_t v, uint64_t *out);
+/* --bucket: bytes with a unit, at least one float's 4, into o->bucket_bytes; false
+ * after printing why not. */
+bool dist_parse_bucket(const char *opt, const char *s, remat_tgraph_opts *o);
 /* Stops every rank at once with exit code rc (after this one printed why). */
 void dist_abort(struct cli_dist *d, int rc);
 

@@ -25,6 +25,20 @@ bool dist_launched(void)
     return false;
 }
 
+bool dist_parse_bucket(const char *opt, const char *s, remat_tgraph_opts *o)
+{
+    size_t b;
+
+    if (!cli_parse_bytes(opt, s, &b))
+        return false;
+    if (b < 4) {
+        cli_error("a bucket holds at least one float: 4 bytes", "%s: %zu bytes", opt, b);
+        return false;
+    }
+    o->bucket_bytes = b;
+    return true;
+}
+
 #ifdef REMAT_MPI
 #include <mpi.h>
 
@@ -33,50 +47,124 @@ static bool fits_int(size_t n)
     return n <= (size_t)INT_MAX;
 }
 
-static remat_status mpi_exchange(void *ud, const float *send, size_t stride, float *recv,
-                                 size_t n)
-{
-    struct cli_dist *d = ud;
-    int size = d->comm.size, counts[64], sdispl[64], rdispl[64], *c = counts, *sd = sdispl,
-        *rd = rdispl;
-    remat_status st = REMAT_OK;
+/* The reduction's transfers (remat_comm's exchange, gather and test): exchanges on one
+ * duplicate of MPI_COMM_WORLD and gathers on another, so that each kind keeps its own
+ * order whatever way a rank interleaves them; req names an entry of a table that grows
+ * as needed (MPI reads the count and displacement arrays until the transfer is done). */
+struct mpi_reqs {
+    MPI_Comm xcomm, gcomm;
+    struct mpi_req {
+        MPI_Request r;
+        int *ints;     /* 4 per rank: counts, displacements (send, receive) */
+        bool used;
+    } *e;
+    int32_t n;
+};
 
-    if (!fits_int(stride * (size_t)size) || !fits_int(n * (size_t)size))
-        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "a shard of %zu floats is past MPI's int "
-                          "counts; use more ranks", stride);
-    if (size > 64) {
-        c = malloc(sizeof *c * (size_t)size);
-        sd = malloc(sizeof *sd * (size_t)size);
-        rd = malloc(sizeof *rd * (size_t)size);
+/* A free entry of the table (*req its index), its ints ready; NULL when out of memory. */
+static struct mpi_req *take_req(struct cli_dist *d, int32_t *req)
+{
+    struct mpi_reqs *m = d->mpi;
+    struct mpi_req *e;
+    int32_t i = 0;
+
+    while (i < m->n && m->e[i].used)
+        i++;
+    if (i == m->n) {
+        int32_t n = m->n ? 2 * m->n : 8;
+
+        if (!(e = realloc(m->e, sizeof *e * (size_t)n)))
+            return NULL;
+        memset(e + m->n, 0, sizeof *e * (size_t)(n - m->n));
+        m->e = e;
+        m->n = n;
     }
-    if (!c || !sd || !rd) {
-        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory for the exchange");
-        goto out;
-    }
-    for (int i = 0; i < size; i++) {
-        c[i] = (int)n;
-        sd[i] = (int)(stride * (size_t)i);
-        rd[i] = (int)(n * (size_t)i);
-    }
-    if (MPI_Alltoallv(send, c, sd, MPI_FLOAT, recv, c, rd, MPI_FLOAT, MPI_COMM_WORLD))
-        st = REMAT_FAIL(REMAT_ERR_IO, "MPI_Alltoallv failed");
-out:
-    if (size > 64) {
-        free(c);
-        free(sd);
-        free(rd);
-    }
-    return st;
+    e = &m->e[i];
+    if (!e->ints && !(e->ints = malloc(sizeof *e->ints * 4 * (size_t)d->comm.size)))
+        return NULL;
+    e->used = true;
+    *req = i;
+    return e;
 }
 
-static remat_status mpi_gather(void *ud, float *data, size_t n)
+/* counts and displacements (relative to the least displacement with a count, *base)
+ * into ints; false when one is past MPI's int counts. */
+static bool to_ints(int size, const size_t *counts, const size_t *displ, int *c, int *dp,
+                    size_t *base)
 {
-    if (!fits_int(n))
-        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "a shard of %zu floats is past MPI's int "
-                          "counts; use more ranks", n);
-    if (MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, (int)n, MPI_FLOAT,
-                      MPI_COMM_WORLD))
-        return REMAT_FAIL(REMAT_ERR_IO, "MPI_Allgather failed");
+    *base = SIZE_MAX;
+    for (int i = 0; i < size; i++)
+        if (counts[i] && displ[i] < *base)
+            *base = displ[i];
+    if (*base == SIZE_MAX)
+        *base = 0;
+    for (int i = 0; i < size; i++) {
+        size_t off = counts[i] ? displ[i] - *base : 0;
+
+        if (!fits_int(counts[i]) || !fits_int(off))
+            return false;
+        c[i] = (int)counts[i];
+        dp[i] = (int)off;
+    }
+    return true;
+}
+
+static remat_status mpi_exchange(void *ud, const float *send, const size_t *counts,
+                                 const size_t *sdispl, float *recv, const size_t *rcounts,
+                                 const size_t *rdispl, int32_t *req)
+{
+    struct cli_dist *d = ud;
+    int n = d->comm.size;
+    struct mpi_req *e = take_req(d, req);
+    size_t sb, rb;
+
+    if (!e)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory for a transfer");
+    if (!to_ints(n, counts, sdispl, e->ints, e->ints + n, &sb) ||
+        !to_ints(n, rcounts, rdispl, e->ints + 2 * n, e->ints + 3 * n, &rb)) {
+        e->used = false;
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "a bucket is past MPI's int counts; give "
+                          "a smaller --bucket");
+    }
+    if (MPI_Ialltoallv(send + sb, e->ints, e->ints + n, MPI_FLOAT, recv + rb, e->ints + 2 * n,
+                       e->ints + 3 * n, MPI_FLOAT, d->mpi->xcomm, &e->r))
+        return REMAT_FAIL(REMAT_ERR_IO, "MPI_Ialltoallv failed");
+    return REMAT_OK;
+}
+
+static remat_status mpi_gather(void *ud, float *data, const size_t *counts,
+                               const size_t *displ, int32_t *req)
+{
+    struct cli_dist *d = ud;
+    int n = d->comm.size;
+    struct mpi_req *e = take_req(d, req);
+    size_t b;
+
+    if (!e)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory for a transfer");
+    if (!to_ints(n, counts, displ, e->ints, e->ints + n, &b)) {
+        e->used = false;
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "a shard is past MPI's int counts; use "
+                          "more ranks");
+    }
+    if (MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data + b, e->ints, e->ints + n,
+                        MPI_FLOAT, d->mpi->gcomm, &e->r))
+        return REMAT_FAIL(REMAT_ERR_IO, "MPI_Iallgatherv failed");
+    return REMAT_OK;
+}
+
+static remat_status mpi_test(void *ud, int32_t req, bool wait, bool *done)
+{
+    struct cli_dist *d = ud;
+    struct mpi_req *e = &d->mpi->e[req];
+    int flag = 1;
+
+    if (wait ? MPI_Wait(&e->r, MPI_STATUS_IGNORE)
+             : MPI_Test(&e->r, &flag, MPI_STATUS_IGNORE))
+        return REMAT_FAIL(REMAT_ERR_IO, "MPI_Test failed");
+    *done = flag != 0;
+    if (*done)
+        e->used = false;
     return REMAT_OK;
 }
 
@@ -103,7 +191,7 @@ int dist_begin(struct cli_dist *d)
 
     memset(d, 0, sizeof *d);
     d->comm = (remat_comm){.rank = 0, .size = 1, .ud = d, .exchange = mpi_exchange,
-                           .gather = mpi_gather, .agree = mpi_agree};
+                           .gather = mpi_gather, .test = mpi_test, .agree = mpi_agree};
     if (!dist_launched())
         return 0;
     if (MPI_Init(NULL, NULL))
@@ -113,11 +201,24 @@ int dist_begin(struct cli_dist *d)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     d->comm.rank = rank;
     d->comm.size = size;
+    if (!(d->mpi = calloc(1, sizeof *d->mpi)))
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "out of memory");
+    MPI_Comm_dup(MPI_COMM_WORLD, &d->mpi->xcomm);
+    MPI_Comm_dup(MPI_COMM_WORLD, &d->mpi->gcomm);
     return 0;
 }
 
 void dist_end(struct cli_dist *d)
 {
+    if (d->mpi) {
+        MPI_Comm_free(&d->mpi->xcomm);
+        MPI_Comm_free(&d->mpi->gcomm);
+        for (int32_t i = 0; i < d->mpi->n; i++)
+            free(d->mpi->e[i].ints);
+        free(d->mpi->e);
+        free(d->mpi);
+        d->mpi = NULL;
+    }
     if (d->started)
         MPI_Finalize();
     d->started = false;

@@ -43,6 +43,9 @@ struct backend_ops {
     size_t (*workspace)(void *ctx);
     /* Zeroes bytes at p (a gradient buffer as it is allocated). */
     void (*zero)(void *ctx, void *p, size_t bytes);
+    /* Moves bytes inside the arena from src to dst, which may overlap (as memmove), in
+     * order with the kernels; NULL: the executor calls memmove (host memory). */
+    void (*move)(void *ctx, void *dst, const void *src, size_t bytes);
     /* The host tier: starts copying n bytes (arena to host or back) and returns a
      * ticket; copy_wait blocks until that copy and every earlier one are done;
      * copy_seconds is the time the copies have taken. */

@@ -176,6 +176,30 @@ static void be_zero(void *ctx, void *p, size_t bytes)
     cudaMemsetAsync(p, 0, bytes, ((struct cuda_ctx *)ctx)->stream);
 }
 
+/* A move inside the arena on the kernels' stream: overlapping regions are copied in
+ * pieces no longer than the distance moved, in the order that reads each piece before
+ * it is overwritten (cudaMemcpy leaves overlapping copies undefined). */
+static void be_move(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    cudaStream_t st = ((struct cuda_ctx *)ctx)->stream;
+    char *d = dst;
+    const char *s = src;
+    size_t gap = d < s ? (size_t)(s - d) : (size_t)(d - s);
+
+    if (!bytes || d == s)
+        return;
+    if (gap >= bytes) {
+        cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, st);
+        return;
+    }
+    for (size_t done = 0; done < bytes; done += gap) {
+        size_t n = bytes - done < gap ? bytes - done : gap;
+        size_t at = d < s ? done : bytes - done - n; /* down: from the bottom; up: the top */
+
+        cudaMemcpyAsync(d + at, s + at, n, cudaMemcpyDeviceToDevice, st);
+    }
+}
+
 static remat_status be_read(void *ctx, void *dst, const void *src, size_t n)
 {
     struct cuda_ctx *c = ctx;
@@ -339,6 +363,7 @@ static const struct backend_ops cuda_ops = {
     .prepare = be_prepare,
     .workspace = be_workspace,
     .zero = be_zero,
+    .move = be_move,
     .copy_start = be_copy_start,
     .copy_wait = be_copy_wait,
     .copy_seconds = be_copy_seconds,

@@ -65,6 +65,7 @@ void remat_trainer_free(remat_trainer *t)
             t->host = NULL;
         }
     }
+    dist_free(t);
     if (t->own_backend)
         remat_backend_free(t->backend);
     if (t->host && t->host_mapped)
@@ -333,7 +334,8 @@ remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const rema
                         t->lay.arena_bytes);
         goto fail;
     }
-    if ((st = host_tier(t)) || (st = params_setup(t)) || (st = prepare_ops(t)))
+    if ((st = host_tier(t)) || (st = params_setup(t)) || (st = dist_buckets_setup(t)) ||
+        (st = prepare_ops(t)))
         goto fail;
     params_init(t);
     t->rss_sampled = rss_current_bytes();
@@ -562,10 +564,42 @@ static void take_scratch(remat_trainer *t, size_t i, struct kop *k, size_t *next
         t->measured_peak = t->live_bytes;
 }
 
+/* The layout's moves before step i (from *next on): each live instance to its new
+ * offset, in the order listed (mem/relocate.h). */
+static void apply_moves(remat_trainer *t, size_t i, size_t *next)
+{
+    const struct moves *mv = &t->lay.moves;
+    double t0;
+
+    if (*next >= mv->n || mv->m[*next].step != i)
+        return;
+    t0 = core_seconds();
+    for (; *next < mv->n && mv->m[*next].step == i; (*next)++) {
+        const struct move *m = &mv->m[*next];
+        int32_t b = t->lay.inst[m->inst].buf;
+
+        REMAT_ASSERT(b >= 0 && t->live[b] && t->cur_off[b] == m->from);
+        if (t->host_state[b] == 1 || t->host_state[b] == 3) { /* its copy first */
+            double w0 = core_seconds();
+
+            REMAT_ASSERT(m->waits);
+            t->be->copy_wait(t->ctx, t->ticket[b]);
+            t->wait_seconds += core_seconds() - w0;
+        }
+        if (t->be->move)
+            t->be->move(t->ctx, t->arena + m->to, t->arena + m->from, m->bytes);
+        else
+            memmove(t->arena + m->to, t->arena + m->from, m->bytes);
+        t->cur_off[b] = m->to;
+        t->moved_bytes += m->bytes;
+    }
+    t->move_seconds += core_seconds() - t0;
+}
+
 static remat_status run_steps(remat_trainer *t, double *loss)
 {
     const remat_tgraph *tg = t->tg;
-    size_t next_inst = 0, next_host = 0;
+    size_t next_inst = 0, next_host = 0, next_move = 0;
     remat_status st = REMAT_OK;
     struct kop k;
 
@@ -576,6 +610,7 @@ static remat_status run_steps(remat_trainer *t, double *loss)
     for (size_t i = 0; i < t->s->n && !st; i++) {
         remat_step step = t->s->steps[i];
 
+        apply_moves(t, i, &next_move);
         switch (step.kind) {
         case REMAT_STEP_FWD:
             allocate(t, step, &next_inst);
@@ -608,8 +643,11 @@ static remat_status run_steps(remat_trainer *t, double *loss)
         default:
             host_step(t, step, &next_inst, &next_host);
         }
+        if (!st)
+            st = dist_after_step(t, i); /* the reduction's buckets (dist.c) */
     }
     REMAT_ASSERT(st || (next_inst == t->lay.n_inst && next_host == t->lay.n_host &&
+                        next_move == t->lay.moves.n &&
                         t->host_live == 0));
     return st;
 }
@@ -707,6 +745,7 @@ remat_status remat_trainer_step(remat_trainer *t, const float *const *inputs,
 {
     if (!t)
         return REMAT_FAIL(REMAT_ERR_ARG, "no trainer");
+    dist_micro_begin(t);
     return dist_micro_done(t, remat_trainer_gradients(t, inputs, labels, loss));
 }
 
@@ -736,8 +775,11 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
     st->transfer_bytes = t->transfer_bytes;
     st->copy_seconds = t->be->copy_seconds(t->ctx);
     st->wait_seconds = t->wait_seconds;
+    st->moved_bytes = t->moved_bytes;
+    st->move_seconds = t->move_seconds;
     st->os_rss_before_bytes = t->rss.before_bytes;
     st->os_rss_peak_bytes = rss_mark_peak(&t->rss, t->rss_sampled);
+    dist_stats(t, st);
 }
 
 #ifndef REMAT_CUDA

@@ -45,6 +45,7 @@ struct remat_trainer {
     const remat_comm *comm;   /* NULL: one process */
     int32_t rank, ranks, accumulate;
     int64_t micro;            /* micro-batches run in this step so far */
+    struct dist_reduce *red;  /* dist.c: the reduction's buckets and their progress */
     uint64_t draw;            /* the number of the micro-batch under way (its data, masks) */
     float **vdata;            /* per value: resident storage, NULL for planned values */
     float **vgrad;            /* per value: parameter gradients */
@@ -69,6 +70,8 @@ struct remat_trainer {
     unsigned char *host_state; /* per buffer: 0 none, 1 going out, 2 on the host, 3 coming back */
     size_t host_live, measured_host, transfer_bytes;
     double wait_seconds;
+    size_t moved_bytes; /* the layout's moves inside the arena, all steps */
+    double move_seconds;
     remat_forward_hook hook;
     void *hook_ud;
     const int32_t *const *tokens; /* remat_trainer_step_tokens's entries during its step */
@@ -109,6 +112,34 @@ remat_status params_update(remat_trainer *t, size_t lo, size_t hi);
  * are in place: summed, and at the step's last reduced across ranks and applied. */
 remat_status dist_setup(remat_trainer *t);
 remat_status dist_micro_done(remat_trainer *t, remat_status st);
+/* dist.c: the reduction's buckets (after params_setup; nothing on one rank), freed by
+ * dist_free; dist_micro_begin before a micro-batch of remat_trainer_step, and
+ * dist_after_step after schedule step i of it: on the step's last micro-batch it starts
+ * the buckets whose gradients are final and moves those under way along. */
+remat_status dist_buckets_setup(remat_trainer *t);
+void dist_free(remat_trainer *t);
+void dist_micro_begin(remat_trainer *t);
+remat_status dist_after_step(remat_trainer *t, size_t i);
+void dist_stats(const remat_trainer *t, remat_train_stats *st);
+
+/* dist_buckets.c (docs/distributed.md): the reduction's buckets. A bucket is floats
+ * [lo, hi) of the padded gradients, final after schedule step `ready` (-1: before the
+ * first). */
+struct dist_bucket {
+    size_t lo, hi;
+    int64_t ready;
+};
+/* ready[p]: the last step of s that writes the gradient of the p-th parameter of g (in
+ * graph order, the block's), -1 when none does. */
+void dist_param_ready(const remat_graph *g, const remat_tgraph *tg, const remat_schedule *s,
+                      int64_t *ready);
+/* The buckets of np parameters of len[p] floats laid out in order from 0 and padded to
+ * `padded` floats (the padding final from the start), at most `bucket` floats each:
+ * whole parameters from the last to the first while they fit, a parameter longer than
+ * a bucket cut from its end into buckets of `bucket` floats and a rest that starts the
+ * next; then sorted by ready step (stable). Into out (NULL: counts only); the count. */
+int32_t dist_bucket_plan(const size_t *len, const int64_t *ready, int32_t np, size_t padded,
+                         size_t bucket, struct dist_bucket *out);
 /* AdamW's scalars for step t (from 1) under o (zero betas and eps: the defaults), and
  * its update of n parameters on the host, in the order params.c states. */
 struct adamw_coef adamw_coef(const remat_train_opts *o, int64_t t);

@@ -27,7 +27,7 @@ remat_status params_setup(remat_trainer *t)
     other += (size_t)g->bn_state;
     t->n_param_floats = np;
     t->pb = tgraph_param_block(np, t->o.optimizer, t->accumulate, t->ranks,
-                               t->tg->shard_optimizer);
+                               t->tg->shard_optimizer, t->tg->bucket);
     t->block_floats = t->pb.total + other;
     t->block = t->be->alloc_shared ? t->be->alloc_shared(t->ctx, t->block_floats * sizeof(float))
                                    : t->be->alloc(t->ctx, t->block_floats * sizeof(float));

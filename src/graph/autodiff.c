@@ -169,10 +169,11 @@ remat_status remat_tgraph_from_graph(const remat_graph *g, const remat_tgraph_op
     tg->accumulate = opts.accumulate > 1 ? opts.accumulate : 1;
     tg->ranks = opts.ranks > 1 ? opts.ranks : 1;
     tg->shard_optimizer = opts.shard_optimizer && tg->ranks > 1;
+    tg->bucket = opts.bucket_bytes ? (opts.bucket_bytes + 3) / 4 : TGRAPH_BUCKET;
     tg->resident_bytes += sizeof(float) *
                           tgraph_param_block((size_t)tg->n_params, opts.optimizer,
                                              tg->accumulate, tg->ranks,
-                                             tg->shard_optimizer).total;
+                                             tg->shard_optimizer, tg->bucket).total;
     for (size_t i = 0; i < g->ops.n; i++) {
         const struct gop *gop = graph_op(g, (int32_t)i);
 

@@ -57,6 +57,7 @@ struct remat_tgraph {
     remat_optimizer optimizer; /* whose state resident_bytes counts (tgraph_param_copies) */
     int32_t accumulate, ranks; /* resident_bytes counts their buffers (tgraph_param_block) */
     bool shard_optimizer;
+    size_t bucket;         /* the reduction's bucket, in floats (ranks > 1) */
     bool file_order;       /* ops in a dump's record order, which may not be topological */
 };
 
@@ -81,15 +82,16 @@ static inline size_t tgraph_param_copies(remat_optimizer o)
 /* The resident block's parameter part (docs/distributed.md), in floats: the values and
  * their gradients padded to ranks equal shards of `shard` floats (padded = ranks * shard;
  * n itself on one rank), the optimizer's state (per copy: a shard when sharded), the sum
- * of the micro-batches' gradients (accumulate > 1) and the reduction's receive buffer
- * (ranks > 1: one bucket of at most TGRAPH_BUCKET floats from every rank). */
-#define TGRAPH_BUCKET ((size_t)1 << 18)
+ * of the micro-batches' gradients (accumulate > 1) and the reduction's receive buffers
+ * (ranks > 1: two slots, each a piece of at most min(shard, bucket) floats from every
+ * other rank; bucket: floats per bucket, TGRAPH_BUCKET = 25 MiB when 0). */
+#define TGRAPH_BUCKET ((size_t)25 << 18)
 struct tgraph_param_block {
-    size_t shard, padded, state, sum, bucket, total;
+    size_t shard, padded, state, sum, bucket, piece, recv, total;
 };
 static inline struct tgraph_param_block tgraph_param_block(size_t n, remat_optimizer o,
                                                            int32_t accumulate, int32_t ranks,
-                                                           bool shard_optimizer)
+                                                           bool shard_optimizer, size_t bucket)
 {
     struct tgraph_param_block b;
     size_t r = ranks > 1 ? (size_t)ranks : 1;
@@ -98,10 +100,10 @@ static inline struct tgraph_param_block tgraph_param_block(size_t n, remat_optim
     b.padded = r * b.shard;
     b.state = shard_optimizer && r > 1 ? b.shard : b.padded;
     b.sum = accumulate > 1 ? b.padded : 0;
-    b.bucket = r > 1 ? (b.shard < TGRAPH_BUCKET ? b.shard : TGRAPH_BUCKET) : 0;
-    b.total = 2 * b.padded + (tgraph_param_copies(o) - 2) * b.state + b.sum + r * b.bucket;
-    if (r == 1)
-        b.total -= b.bucket;
+    b.bucket = bucket ? bucket : TGRAPH_BUCKET;
+    b.piece = r > 1 ? (b.shard < b.bucket ? b.shard : b.bucket) : 0;
+    b.recv = 2 * (r - 1) * b.piece;
+    b.total = 2 * b.padded + (tgraph_param_copies(o) - 2) * b.state + b.sum + b.recv;
     return b;
 }
 

@@ -10,10 +10,14 @@
 
 void layout_fini(struct layout *lay)
 {
+    moves_fini(lay->al, &lay->moves);
+    core_free(lay->al, lay->pins, sizeof *lay->pins * (lay->n_inst + 1));
     core_free(lay->al, lay->inst, sizeof *lay->inst * (lay->cap_inst + 1));
     core_free(lay->al, lay->host, sizeof *lay->host * (lay->cap_host + 1));
     memset(lay, 0, sizeof *lay);
 }
+
+static remat_status find_pins(const remat_schedule *s, struct layout *lay);
 
 remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,
                           struct layout *lay)
@@ -35,8 +39,92 @@ remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_
     lay->peak_bytes = in.peak_bytes;
     lay->host_peak_bytes = in.host_peak_bytes;
     if ((st = layout_pack(lay->al, lay->inst, lay->n_inst, lay->align, &lay->arena_bytes)) ||
-        (st = layout_pack(lay->al, lay->host, lay->n_host, lay->align, &lay->host_bytes)))
+        (st = layout_pack(lay->al, lay->host, lay->n_host, lay->align, &lay->host_bytes)) ||
+        (st = find_pins(s, lay))) {
         layout_fini(lay);
+        return st;
+    }
+    if (s->arena_cap && lay->arena_bytes > s->arena_cap &&
+        (st = layout_tighten(lay, s->arena_cap)) && st != REMAT_ERR_INFEASIBLE) {
+        layout_fini(lay);
+        return st;
+    }
+    return REMAT_OK;
+}
+
+/* The boundaries at which each instance may not move: from an OFFLOAD of its buffer to
+ * the WAIT that ends it, and from the PREFETCH that made it to its WAIT. */
+static remat_status find_pins(const remat_schedule *s, struct layout *lay)
+{
+    size_t n = lay->n_inst, next = 0, nb = 0;
+    size_t *cur, *since;
+    remat_status st = REMAT_OK;
+
+    for (size_t i = 0; i < n; i++)
+        nb = lay->inst[i].buf >= 0 && (size_t)lay->inst[i].buf + 1 > nb
+                 ? (size_t)lay->inst[i].buf + 1 : nb;
+    lay->pins = core_calloc(lay->al, n + 1, sizeof *lay->pins);
+    cur = core_calloc(lay->al, 2 * nb + 1, sizeof *cur);
+    if (!lay->pins || !cur) {
+        core_free(lay->al, cur, sizeof *cur * (2 * nb + 1));
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory laying out");
+    }
+    since = cur + nb;
+    for (size_t i = 0; i < s->n; i++) {
+        const remat_step *p = &s->steps[i];
+        size_t b = (size_t)p->id;
+
+        for (; next < n && lay->inst[next].first == i; next++)
+            if (lay->inst[next].buf >= 0)
+                cur[lay->inst[next].buf] = next;
+        if (p->kind == REMAT_STEP_OFFLOAD || p->kind == REMAT_STEP_PREFETCH) {
+            since[b] = i;
+        } else if (p->kind == REMAT_STEP_WAIT && b < nb) {
+            struct pin *q = &lay->pins[cur[b]];
+            int k = q->hi[0] > q->lo[0]; /* a second range, else the whole life */
+
+            if (k && q->hi[1] > q->lo[1]) {
+                q->lo[1] = 0;
+                q->hi[1] = SIZE_MAX;
+            } else {
+                q->lo[k] = since[b];
+                q->hi[k] = i;
+            }
+        }
+    }
+    core_free(lay->al, cur, sizeof *cur * (2 * nb + 1));
+    return st;
+}
+
+size_t layout_load_bytes(const struct layout *lay)
+{
+    size_t load = 0;
+
+    if (layout_load(lay->al, lay->inst, lay->n_inst, lay->align, &load))
+        return lay->peak_bytes;
+    return load;
+}
+
+remat_status layout_tighten(struct layout *lay, size_t cap)
+{
+    struct instance *copy;
+    struct moves mv = {0};
+    size_t end, bytes = sizeof *copy * (lay->n_inst + 1);
+    remat_status st;
+
+    if (lay->arena_bytes <= cap)
+        return REMAT_OK;
+    if (!(copy = core_calloc(lay->al, lay->n_inst + 1, sizeof *copy)))
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory laying out");
+    memcpy(copy, lay->inst, sizeof *copy * lay->n_inst);
+    st = layout_relocate(lay->al, copy, lay->n_inst, lay->align, cap, lay->pins, &mv, &end);
+    if (!st) {
+        memcpy(lay->inst, copy, sizeof *copy * lay->n_inst);
+        moves_fini(lay->al, &lay->moves);
+        lay->moves = mv;
+        lay->arena_bytes = end;
+    }
+    core_free(lay->al, copy, bytes);
     return st;
 }
 
@@ -60,5 +148,8 @@ static bool disjoint(const struct instance *inst, size_t n)
 
 bool layout_check(const struct layout *lay)
 {
-    return disjoint(lay->inst, lay->n_inst) && disjoint(lay->host, lay->n_host);
+    return (lay->moves.n ? layout_moves_check(lay->inst, lay->n_inst, &lay->moves, lay->pins,
+                                              lay->arena_bytes)
+                         : disjoint(lay->inst, lay->n_inst)) &&
+           disjoint(lay->host, lay->n_host);
 }

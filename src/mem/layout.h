@@ -14,6 +14,7 @@
 #define REMAT_LAYOUT_H
 
 #include "mem/pack.h"
+#include "mem/relocate.h"
 #include "sched/schedule.h"
 
 
@@ -27,15 +28,26 @@ struct layout {
     size_t host_bytes;      /* the host tier's size */
     size_t host_peak_bytes; /* the largest sum of live host instances */
     size_t align;
+    struct moves moves;     /* where the arena was held within the schedule's arena_cap
+                               by moving live instances (relocate.h); none otherwise */
+    struct pin *pins;       /* per instance, when an asynchronous copy holds it */
     const remat_allocator *al;
 };
 
 /* arena_bytes / peak_bytes (1 for an empty layout): the fragmentation. */
 double layout_ratio(const struct layout *lay);
 
-/* Lays out a valid schedule (REMAT_ERR_INVALID if a step touches a dead buffer). */
+/* Lays out a valid schedule (REMAT_ERR_INVALID if a step touches a dead buffer). Where
+ * the schedule has an arena_cap and the packed offsets end above it, live instances
+ * move to keep within it (layout_tighten), when they can. */
 remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,
                           struct layout *lay);
+/* Holds a built layout's arena within cap bytes by moving instances (none are moved when
+ * the offsets already end within cap): REMAT_ERR_INFEASIBLE (no message) when it
+ * cannot, the layout unchanged. */
+remat_status layout_tighten(struct layout *lay, size_t cap);
+/* The largest sum of aligned device instances live at one step: no arena is smaller. */
+size_t layout_load_bytes(const struct layout *lay);
 void layout_fini(struct layout *lay);
 /* True when no two instances with overlapping lifetimes overlap, in the arena and on
  * the host tier. */

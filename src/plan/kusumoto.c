@@ -18,6 +18,7 @@
  * alone breaks the budget (2 M(L'\L) > B) are skipped before the subset test.
  */
 #include "plan/kusumoto.h"
+#include "plan/dp_sim.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -101,6 +102,14 @@ enum dp_mode {
     DP_MIN_T,    /* one state per set, least (t, m): a quick time-centric upper bound */
 };
 
+/* The most bytes a block may add to its lower set: the authors' bound charges twice
+ * them (2 M(L'\L)), so B/2; the simulator's model charges at least the block's largest
+ * recomputation, and blocks of more than B bytes are not considered. */
+static inline size_t window(const struct dp *p)
+{
+    return p->ls->sim ? p->budget : p->budget / 2;
+}
+
 /* Block quantities of the pair (i, j); false when the block alone breaks the budget
  * or L_i is not a subset of L_j. */
 static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t *dt, size_t *dm,
@@ -109,9 +118,15 @@ static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t 
     const struct lsets *ls = p->ls;
     size_t dmv = ls->m[j] - ls->m[i];
 
-    if (ls->size[i] >= ls->size[j] || 2 * dmv > p->budget ||
-        !lsets_subset(ls, i, j))
+    if (ls->size[i] >= ls->size[j] || dmv > window(p) || !lsets_subset(ls, i, j))
         return false;
+    if (ls->sim) {
+        double t;
+
+        dp_sim_pair(ls->sim, i, j, &t, dm, c);
+        *dt = quantize(p, t);
+        return *c <= p->budget;
+    }
     *dt = quantize(p, block_t(p, i, j, dm, &dmv));
     *c = 2 * dmv + ls->m_out[j];
     return *c <= p->budget;
@@ -123,7 +138,7 @@ static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t 
 static int32_t first_start(const struct dp *p, int32_t j)
 {
     const struct lsets *ls = p->ls;
-    size_t half = p->budget / 2;
+    size_t half = window(p);
     int32_t lo = 0, hi = j;
 
     if (!ls->by_m || ls->m[j] <= half)
@@ -153,7 +168,7 @@ static void dp_lower_bounds(const struct dp *p, int32_t *lb)
             int32_t dt;
             size_t dm, c;
 
-            if (ls->by_m && 2 * (ls->m[j] - ls->m[i]) > p->budget)
+            if (ls->by_m && ls->m[j] - ls->m[i] > window(p))
                 break; /* and every later j: M only grows */
             if (lb[j] == INT32_MAX || !pair_block(p, i, j, &dt, &dm, &c))
                 continue;
@@ -440,7 +455,8 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
     /* sets[nb-1] is L1, sets[0] is V. Blocks, kept nodes and the bound. */
     c->n_blocks = nb;
     {
-        size_t cached = 0;
+        size_t cached = 0, sim_m = 0;
+        double sim_t = 0;
         int32_t prev = 0;
 
         for (int32_t b = 1; b <= nb; b++) {
@@ -448,6 +464,15 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
             const uint64_t *bp = lsets_bits(ls, prev), *bj = lsets_bits(ls, j);
             size_t bound = cached + 2 * (ls->m[j] - ls->m[prev]) + ls->m_out[j];
 
+            if (ls->sim) {
+                double t;
+                size_t dm, cb;
+
+                dp_sim_pair(ls->sim, prev, j, &t, &dm, &cb);
+                bound = sim_m + cb;
+                sim_m += dm;
+                sim_t += t;
+            }
             res->bound = bound > res->bound ? bound : res->bound;
             for (int32_t v = 0; v < d->n; v++)
                 if (bits_has(bj, v) && !bits_has(bp, v)) {
@@ -464,10 +489,11 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
             }
             prev = j;
         }
+        recomputed = sim_t;
     }
     for (int32_t v = 0; v < d->n; v++) {
         total += d->t[v];
-        recomputed += c->kept[v] ? 0 : d->t[v];
+        recomputed += c->kept[v] || ls->sim ? 0 : d->t[v];
     }
     res->overhead = total > 0 ? recomputed / total : 0;
 out:

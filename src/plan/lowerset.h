@@ -27,6 +27,8 @@ struct lsets {
     bool by_m;                 /* sorted by M(L) (all but LS_EXACT_DFS) */
     int32_t *mx_at, *mx;       /* maximal nodes (no successor in L), CSR */
     size_t mx_cap;
+    struct dp_sim *sim;        /* the DP's block model as the simulator charges it
+                                  (dp_sim.h, the caller's); NULL: the authors' bound */
     const remat_allocator *al;
 };
 

@@ -3,6 +3,7 @@
  * the search for the smallest feasible budget.
  */
 #include "plan/kusumoto.h"
+#include "plan/dp_sim.h"
 #include "plan/planners.h"
 #include "mem/layout.h"
 #include "plan/algos.h"
@@ -94,6 +95,8 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
     if (st)
         goto out_dag;
     info->n_lower_sets = ls.n;
+    if (!o->authors_bound && d.n <= DP_SIM_MAX_NODES && (st = dp_sim_new(tg, &d, &ls, &ls.sim)))
+        goto out;
     c.block = core_calloc(d.al, (size_t)d.n + 1, sizeof *c.block);
     c.kept = core_calloc(d.al, (size_t)d.n + 1, sizeof *c.kept);
     if (!c.block || !c.kept) {
@@ -187,6 +190,7 @@ fits:
 out:
     core_free(d.al, c.block, sizeof *c.block * ((size_t)d.n + 1));
     core_free(d.al, c.kept, sizeof *c.kept * ((size_t)d.n + 1));
+    dp_sim_free(ls.sim);
     lsets_fini(&ls);
 out_dag:
     dag_fini(&d);
@@ -312,6 +316,33 @@ struct planning {
 };
 
 /*
+ * Holds the arena of a packed plan near the bytes live at its busiest step by moving
+ * live instances (mem/layout.h) where the packer's offsets end more than 1/64 above
+ * that load: then within 1% of it. A rule of the plan alone, not of the budget, so
+ * that a plan is judged alike wherever it is tried and `--budget min` stays the least
+ * total that plan_fit can reach. The limit goes into the schedule, so that the
+ * trainer's layout makes the same moves. No budget (cap SIZE_MAX): nothing moves.
+ */
+static remat_status hold_arena(size_t cap, remat_schedule *s, struct layout *lay)
+{
+    size_t load, limit;
+    remat_status st;
+
+    if (cap == SIZE_MAX)
+        return REMAT_OK;
+    load = layout_load_bytes(lay);
+    if (lay->arena_bytes <= load + load / 64)
+        return REMAT_OK;
+    limit = (load + load / 100 + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    st = layout_tighten(lay, limit);
+    if (st == REMAT_ERR_INFEASIBLE)
+        return REMAT_OK; /* the offsets as packed */
+    if (!st)
+        s->arena_cap = limit;
+    return st;
+}
+
+/*
  * One attempt: the strategy at activation budget act (its least peak when least), the
  * kernels chosen within cap bytes (SIZE_MAX: none; 0: each step its least scratch),
  * and the result packed. Fills info (its total_bytes: what training allocates).
@@ -351,6 +382,12 @@ static remat_status attempt(const struct planning *p, bool least, size_t act, si
         goto fail;
     if ((st = layout_build(tg, *out, ARENA_ALIGN, &lay)))
         goto fail;
+    if ((st = hold_arena(cap, *out, &lay))) {
+        layout_fini(&lay);
+        goto fail;
+    }
+    info->n_moves = (int32_t)lay.moves.n;
+    info->moved_bytes = lay.moves.bytes;
     info->arena_bytes = lay.arena_bytes;
     info->host_arena_bytes = lay.host_bytes;
     layout_fini(&lay);
@@ -435,6 +472,16 @@ static remat_status plan_least(const struct planning *p, size_t *B, remat_schedu
             if (!try_least(p, best.info.arena_bytes - best.info.arena_bytes / 64, &best))
                 break;
     }
+    /* the budget just below the best arena, while the arena passes the peak or the
+     * peak passes the planner's own bound: a plan allowed that much may need less (the
+     * packing, or a DP whose model misjudged its least plan, which then peaks above the
+     * plan it finds at a larger budget) */
+    for (int k = 0; k < LEAST_REFINE && !p->o.least_peak &&
+                    (best.info.arena_bytes > best.peak ||
+                     (best.info.dp_bound_bytes && best.peak > best.info.dp_bound_bytes));
+         k++)
+        if (!try_least(p, best.info.arena_bytes - 1, &best))
+            break;
     *out = best.s;
     *info = best.info;
     *B = info->total_bytes;

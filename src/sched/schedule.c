@@ -59,8 +59,10 @@ remat_status schedule_copy(const remat_schedule *s, remat_schedule **out)
 
     for (size_t i = 0; i < s->n && !st; i++)
         st = schedule_push(*out, s->steps[i].kind, s->steps[i].id);
-    if (!st)
+    if (!st) {
         (*out)->file_order = s->file_order;
+        (*out)->arena_cap = s->arena_cap;
+    }
     if (!st && s->algo) {
         const remat_allocator *a = s->al.fn ? &s->al : NULL;
 

@@ -16,6 +16,10 @@ struct remat_schedule {
     remat_step *steps;
     size_t n, cap;
     bool file_order;    /* replays a dump's record order: checked leniently (sim.c) */
+    /* The device arena's limit in bytes, 0 for none: where the packed offsets end above
+     * it, the layout moves live instances to keep within it (mem/layout.h); remat_plan
+     * sets it to what the budget leaves the arena. */
+    size_t arena_cap;
     /* The kernels' algorithms (algos_choose): per step the algorithm and its scratch
      * (-1 and 0 where none), for the backend named; NULL until chosen. */
     int32_t *algo;
