@@ -235,7 +235,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(BUILD)/libremat.a $(BUILD)/libremat.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 include/remat.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/remat.h include/remat_io.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/remat $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/#define REMAT_VERSION "\(.*\)"/\1/p' include/remat.h)|' \
 	    remat.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/remat.pc
