@@ -117,7 +117,8 @@ typedef struct remat_allocator {
     X(MATMUL, "matmul")                                                                  \
     X(SOFTMAX_LAST, "softmax_last")                                                      \
     X(EMBEDDING, "embedding")                                                            \
-    X(TOKEN_CE, "token_ce")
+    X(TOKEN_CE, "token_ce")                                                              \
+    X(TANH, "tanh")
 
 typedef enum remat_op {
 #define REMAT_X_ENUM(e, s) REMAT_OP_##e,

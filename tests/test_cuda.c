@@ -510,6 +510,7 @@ static void test_ops(void)
     op_cases("clip", REMAT_OP_CLIP, 1, &x4, &(remat_attrs){.clip_min = -0.5f, .clip_max = 0.5f});
     op_cases("leaky_relu", REMAT_OP_LEAKY_RELU, 1, &x4, &(remat_attrs){.alpha = 0.1f});
     op_cases("sigmoid", REMAT_OP_SIGMOID, 1, &x4, NULL);
+    op_cases("tanh", REMAT_OP_TANH, 1, &x4, NULL);
     op_cases("gelu", REMAT_OP_GELU, 1, &x4, NULL);
     op_cases("gelu tanh", REMAT_OP_GELU, 1, &x4, &(remat_attrs){.approximate = true});
     /* rows of 11 (one pass per thread), 10 and 700 (several per thread) */

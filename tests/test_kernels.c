@@ -603,7 +603,7 @@ static void test_views_unknown(void)
 }
 
 /* Hand-worked: transpose (1, 2, 3) -> perm (2, 0, 1), softmax of equal logits, mul by a
- * per-channel factor, leaky relu and sigmoid at known points. */
+ * per-channel factor, leaky relu, sigmoid and tanh at known points. */
 static void test_misc_hand(void)
 {
     struct shp s3 = {3, {1, 2, 3, 0}}, s2 = S2(1, 3), m[2] = {S4(1, 2, 1, 2), S4(1, 2, 1, 1)};
@@ -641,6 +641,14 @@ static void test_misc_hand(void)
     set_vals(&t.in[0], (const float[]){0, 100, -100});
     CHECK_OK(ref_forward(&t.op));
     check_close("sigmoid y", t.op.out.data, (const double[]){0.5, 1, 0}, 3, 1e-7);
+    tk_fini(&t);
+
+    /* tanh(1) = (e^2 - 1) / (e^2 + 1) = 0.761594156; odd; saturates at 1 */
+    tk_init(&t, REMAT_OP_TANH, 1, &(struct shp)S2(1, 4), NULL);
+    set_vals(&t.in[0], (const float[]){0, 1, -1, -30});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("tanh y", t.op.out.data, (const double[]){0, 0.761594156, -0.761594156, -1}, 4,
+                1e-7);
     tk_fini(&t);
 }
 

@@ -248,6 +248,7 @@ static void test_grad_elem(void)
                   FD_RANDOM);
         grad_case("sigmoid", REMAT_OP_SIGMOID, 1, &t4, NULL, FILL_UNIFORM, TOL_SMOOTH,
                   FD_RANDOM);
+        grad_case("tanh", REMAT_OP_TANH, 1, &t4, NULL, FILL_UNIFORM, TOL_SMOOTH, FD_RANDOM);
         grad_case("softmax 2-d", REMAT_OP_SOFTMAX, 1, &sm2, NULL, FILL_UNIFORM, TOL_SMOOTH,
                   FD_RANDOM);
         grad_case("softmax 4-d (over channels)", REMAT_OP_SOFTMAX, 1, &sm4, NULL, FILL_UNIFORM,

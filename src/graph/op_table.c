@@ -277,6 +277,7 @@ static remat_status infer_transpose(const struct gvalue *const *in, int n_in, re
     return REMAT_OK;
 }
 
+/* sigmoid and tanh: one exponential and a few operations an element */
 static double flops_sigmoid(const struct gvalue *const *in, int n_in, const remat_attrs *at,
                             const struct gvalue *out, bool backward)
 {
@@ -759,6 +760,7 @@ static const struct op_info table[] = {
     [REMAT_OP_LEAKY_RELU] = {1, 1, false, false, BR_OUT, infer_leaky,
                              flops_relu},
     [REMAT_OP_SIGMOID] = {1, 1, false, false, BR_OUT, infer_same, flops_sigmoid},
+    [REMAT_OP_TANH] = {1, 1, false, false, BR_OUT, infer_same, flops_sigmoid},
     [REMAT_OP_MUL] = {2, 2, false, false, BR_IN0 | BR_IN1, infer_mul, flops_add},
     [REMAT_OP_SOFTMAX] = {1, 1, false, false, BR_OUT, infer_softmax, flops_softmax},
     [REMAT_OP_TRANSPOSE] = {1, 1, false, false, 0, infer_transpose, flops_out},

@@ -40,7 +40,8 @@ __global__ static void k_act_fwd(int what, float a, float b, const float *x, flo
         case 0: y[i] = v < 0 ? 0.0f : v; break;
         case 1: y[i] = v < a ? a : v > b ? b : v; break;
         case 2: y[i] = v < 0 ? a * v : v; break;
-        default: y[i] = (float)(1.0 / (1.0 + exp(-(double)v))); break;
+        case 3: y[i] = (float)(1.0 / (1.0 + exp(-(double)v))); break;
+        default: y[i] = (float)tanh((double)v); break;
         }
     }
 }
@@ -55,7 +56,8 @@ __global__ static void k_act_bwd(int what, float a, float b, const float *y, con
         case 0: if (v > 0) dx[i] += g; break;
         case 1: if (v > a && v < b) dx[i] += g; break;
         case 2: dx[i] += v > 0 ? g : a * g; break;
-        default: dx[i] += g * v * (1.0f - v); break;
+        case 3: dx[i] += g * v * (1.0f - v); break;
+        default: dx[i] += (float)((double)g * (1.0 - (double)v * v)); break;
         }
     }
 }

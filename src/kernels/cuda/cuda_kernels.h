@@ -19,7 +19,8 @@ extern "C" {
 
 typedef struct CUstream_st *cu_stream;
 
-/* what: 0 relu, 1 clip(lo, hi), 2 leaky relu(alpha), 3 sigmoid. The backward reads y. */
+/* what: 0 relu, 1 clip(lo, hi), 2 leaky relu(alpha), 3 sigmoid, 4 tanh. The backward reads
+ * y. */
 int cu_act_fwd(cu_stream s, int what, float a, float b, const float *x, float *y, int64_t n);
 int cu_act_bwd(cu_stream s, int what, float a, float b, const float *y, const float *dy,
                float *dx, int64_t n);

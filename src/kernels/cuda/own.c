@@ -183,6 +183,9 @@ remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
     case REMAT_OP_SIGMOID:
         K_TRY(cu_act_fwd(s, 3, 0, 0, op->in[0].data, op->out.data, n));
         return REMAT_OK;
+    case REMAT_OP_TANH:
+        K_TRY(cu_act_fwd(s, 4, 0, 0, op->in[0].data, op->out.data, n));
+        return REMAT_OK;
     case REMAT_OP_GELU:
         K_TRY(cu_gelu_fwd(s, at->approximate, op->in[0].data, op->out.data, n));
         return REMAT_OK;
@@ -289,9 +292,10 @@ remat_status cuda_own_bwd(struct cuda_ctx *c, const struct kop *op)
     case REMAT_OP_RELU:
     case REMAT_OP_CLIP:
     case REMAT_OP_LEAKY_RELU:
-    case REMAT_OP_SIGMOID: {
+    case REMAT_OP_SIGMOID:
+    case REMAT_OP_TANH: {
         int what = op->type == REMAT_OP_RELU ? 0 : op->type == REMAT_OP_CLIP ? 1
-                   : op->type == REMAT_OP_LEAKY_RELU ? 2 : 3;
+                   : op->type == REMAT_OP_LEAKY_RELU ? 2 : op->type == REMAT_OP_SIGMOID ? 3 : 4;
 
         if (dx)
             K_TRY(cu_act_bwd(s, what, what == 2 ? at->alpha : at->clip_min, at->clip_max, op->out.data, dy,
@@ -403,8 +407,8 @@ size_t cuda_own_need(const struct kop *op, bool bwd)
 bool cuda_own_has(remat_op type)
 {
     static const remat_op have[] = {
-        REMAT_OP_RELU, REMAT_OP_CLIP, REMAT_OP_LEAKY_RELU, REMAT_OP_SIGMOID, REMAT_OP_DROPOUT,
-        REMAT_OP_ADD, REMAT_OP_MUL, REMAT_OP_CONCAT, REMAT_OP_CROP, REMAT_OP_PAD,
+        REMAT_OP_RELU, REMAT_OP_CLIP, REMAT_OP_LEAKY_RELU, REMAT_OP_SIGMOID, REMAT_OP_TANH,
+        REMAT_OP_DROPOUT, REMAT_OP_ADD, REMAT_OP_MUL, REMAT_OP_CONCAT, REMAT_OP_CROP, REMAT_OP_PAD,
         REMAT_OP_MAX_POOL, REMAT_OP_AVG_POOL, REMAT_OP_GLOBAL_AVG_POOL, REMAT_OP_SOFTMAX_CE,
         REMAT_OP_SUM_LOSSES, REMAT_OP_FLATTEN, REMAT_OP_RESHAPE, REMAT_OP_LAYER_NORM,
         REMAT_OP_GELU, REMAT_OP_SOFTMAX_LAST, REMAT_OP_EMBEDDING, REMAT_OP_TOKEN_CE,

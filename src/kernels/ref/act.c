@@ -1,6 +1,6 @@
 /*
- * act.c - reference activations, forward and backward: relu, clip, leaky relu and
- * sigmoid (elementwise, any shape; each backward reads its output y only), softmax over
+ * act.c - reference activations, forward and backward: relu, clip, leaky relu, sigmoid
+ * and tanh (elementwise, any shape; each backward reads its output y only), softmax over
  * axis 1 of a 2-d or 4-d tensor (in double, the maximum subtracted), dropout.
  *
  * relu's backward reads its output y only (y > 0 exactly where x > 0). Dropout keeps
@@ -142,6 +142,32 @@ remat_status ref_sigmoid_backward(const struct kop *op)
         return REMAT_OK;
     for (int64_t i = 0; i < n; i++)
         dx[i] += (float)((double)ref_dy(&op->dout, i) * y[i] * (1.0 - (double)y[i]));
+    return REMAT_OK;
+}
+
+/* tanh forward: y = tanh(x), in double. */
+remat_status ref_tanh_forward(const struct kop *op)
+{
+    const float *x = op->in[0].data;
+    float *y = op->out.data;
+    int64_t n = ktensor_numel(&op->in[0]);
+
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (float)tanh((double)x[i]);
+    return REMAT_OK;
+}
+
+/* tanh backward: dx += dy (1 - y^2), in double. */
+remat_status ref_tanh_backward(const struct kop *op)
+{
+    const float *y = op->out.data;
+    float *dx = op->din[0].data;
+    int64_t n = ktensor_numel(&op->out);
+
+    if (!dx)
+        return REMAT_OK;
+    for (int64_t i = 0; i < n; i++)
+        dx[i] += (float)((double)ref_dy(&op->dout, i) * (1.0 - (double)y[i] * y[i]));
     return REMAT_OK;
 }
 

@@ -55,6 +55,8 @@ remat_status ref_forward(const struct kop *op)
         return ref_leaky_relu_forward(op);
     case REMAT_OP_SIGMOID:
         return ref_sigmoid_forward(op);
+    case REMAT_OP_TANH:
+        return ref_tanh_forward(op);
     case REMAT_OP_MUL:
         return ref_mul_forward(op);
     case REMAT_OP_SOFTMAX:
@@ -126,6 +128,8 @@ remat_status ref_backward(const struct kop *op)
         return ref_leaky_relu_backward(op);
     case REMAT_OP_SIGMOID:
         return ref_sigmoid_backward(op);
+    case REMAT_OP_TANH:
+        return ref_tanh_backward(op);
     case REMAT_OP_MUL:
         return ref_mul_backward(op);
     case REMAT_OP_SOFTMAX:

@@ -35,7 +35,7 @@ remat_status ref_conv_transpose2d_backward(const struct kop *op);
 remat_status ref_batch_norm_forward(const struct kop *op);
 remat_status ref_batch_norm_backward(const struct kop *op);
 
-/* act.c: relu, clip, leaky relu, sigmoid, softmax (over axis 1), dropout. */
+/* act.c: relu, clip, leaky relu, sigmoid, tanh, softmax (over axis 1), dropout. */
 remat_status ref_relu_forward(const struct kop *op);
 remat_status ref_relu_backward(const struct kop *op);
 remat_status ref_clip_forward(const struct kop *op);
@@ -44,6 +44,8 @@ remat_status ref_leaky_relu_forward(const struct kop *op);
 remat_status ref_leaky_relu_backward(const struct kop *op);
 remat_status ref_sigmoid_forward(const struct kop *op);
 remat_status ref_sigmoid_backward(const struct kop *op);
+remat_status ref_tanh_forward(const struct kop *op);
+remat_status ref_tanh_backward(const struct kop *op);
 remat_status ref_softmax_forward(const struct kop *op);
 remat_status ref_softmax_backward(const struct kop *op);
 /* elem.c: mul (equal shapes, or (N, C, H, W) by (N, C, 1, 1)). shape.c: transpose. */
