@@ -146,7 +146,7 @@ static void kept_row(const struct model *m, remat_strategy s, const char *which,
     bool fits, meas, os_near, os_under;
 
     if (!sched) {
-        printf("| %s | %s | %zu | not planned | | | | | | | |\n", remat_strategy_name(s),
+        printf("| %s | %s | %zu | not planned | | | | | | | | |\n", remat_strategy_name(s),
                which, budget);
         failures++;
         return;
@@ -154,7 +154,7 @@ static void kept_row(const struct model *m, remat_strategy s, const char *which,
     r = train(m, sched, 0, 2);
     remat_schedule_free(sched);
     if (!r.ok) {
-        printf("| %s | %s | %zu | planned, not trained | | | | | | | |\n",
+        printf("| %s | %s | %zu | planned, not trained | | | | | | | | |\n",
                remat_strategy_name(s), which, budget);
         failures++;
         return;
@@ -168,11 +168,13 @@ static void kept_row(const struct model *m, remat_strategy s, const char *which,
     os_near = (double)growth <= 1.05 * (double)alloc + 16 * MIB;
     os_under = growth <= budget;
     failures += !fits + !meas + !os_near + !os_under;
-    printf("| %s | %s | %zu | %zu | %.4f | %zu | %zu | %s | %s | %zu (%+.3f MiB) | %s | %s |\n",
+    printf("| %s | %s | %zu | %zu | %.4f | %zu | %zu | %s | %s | %zu (%+.3f MiB) | %.3f | %s | "
+           "%s |\n",
            remat_strategy_name(s), which, budget, r.st.arena_bytes,
            (double)r.st.arena_bytes / (double)r.st.planned_peak_bytes, r.st.resident_bytes,
            alloc, fits ? "yes" : "**no**", meas ? "yes" : "**no**", growth,
-           ((double)growth - (double)alloc) / MIB, os_near ? "yes" : "**no**",
+           ((double)growth - (double)alloc) / MIB, (double)r.st.os_rss_file_growth_bytes / MIB,
+           os_near ? "yes" : "**no**",
            os_under ? "yes" : "**no**");
 }
 
@@ -190,8 +192,8 @@ static void kept(const char *name, int64_t batch, int64_t size)
     printf("\n#### %s, batch %lld, %lldx%lld (none's total %zu bytes)\n\n"
            "| strategy | budget | budget bytes | arena | arena / peak | resident | "
            "allocated | within budget | measured = planned | OS growth (- allocated) | "
-           "OS within 5%% + 16 MiB | OS under budget |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|\n", name,
+           "of it file pages, MiB | OS within 5%% + 16 MiB | OS under budget |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", name,
            (long long)batch, (long long)size, (long long)size, none.budget_bytes);
     for (int k = 0; k < REMAT_STRATEGY_COUNT; k++) {
         remat_strategy st = (remat_strategy)k;
@@ -200,7 +202,7 @@ static void kept(const char *name, int64_t batch, int64_t size)
         if (st == REMAT_STRATEGY_OPTIMAL)
             continue;
         if (!(s = plan(&m, st, 0, &least))) {
-            printf("| %s | least | | not planned | | | | | | | |\n", remat_strategy_name(st));
+            printf("| %s | least | | not planned | | | | | | | | |\n", remat_strategy_name(st));
             failures++;
             continue;
         }

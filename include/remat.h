@@ -688,9 +688,13 @@ typedef struct remat_train_stats {
     int32_t reduce_buckets;
     /* The operating system's view (Linux /proc/self/status; 0 where unavailable): the
      * process's resident set just before the trainer allocated anything, and the most it
-     * held since (its high-water mark, reset when the trainer was created). */
+     * held since (its high-water mark, reset when the trainer was created), and how much
+     * of the resident set is, now, more pages of mapped files than then: code and data of
+     * the program and its libraries run for the first time (the kernels' code paths), not
+     * memory anyone allocated, unless the host tier is mapped from a file. */
     size_t os_rss_before_bytes;
     size_t os_rss_peak_bytes;
+    size_t os_rss_file_growth_bytes;
 } remat_train_stats;
 
 void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st);

@@ -170,6 +170,45 @@ static void test_mark(void)
           2 * TOUCH_BYTES, now);
 }
 
+/* RssFile grows by the pages of a file mapped and read, not by anonymous memory touched:
+ * a 64 MiB file (sparse: its pages are zeros the kernel puts in the page cache when they
+ * are read) mapped shared and read page by page. */
+static void test_file_pages(void)
+{
+    char path[] = "/tmp/remat_rss_XXXXXX";
+    size_t before, mid, after, page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *a, *f;
+    volatile unsigned sum = 0;
+    int fd;
+
+    if (!have_proc())
+        return;
+    if (!rss_file_bytes()) {
+        SKIP("no RssFile in /proc/self/status (Linux before 4.5?)");
+        return;
+    }
+    before = rss_file_bytes();
+    a = touch_map(TOUCH_BYTES);
+    REMAT_ASSERT_TEST(a);
+    mid = rss_file_bytes();
+    CHECK(near(mid, before, SLACK), "RssFile %zu after touching %zu anonymous bytes, %zu "
+          "before", mid, TOUCH_BYTES, before);
+    munmap(a, TOUCH_BYTES);
+    fd = mkstemp(path);
+    REMAT_ASSERT_TEST(fd >= 0);
+    unlink(path);
+    REMAT_ASSERT_TEST(ftruncate(fd, (off_t)TOUCH_BYTES) == 0);
+    f = mmap(NULL, TOUCH_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+    REMAT_ASSERT_TEST(f != MAP_FAILED);
+    for (size_t i = 0; i < TOUCH_BYTES; i += page)
+        sum += f[i];
+    after = rss_file_bytes();
+    CHECK(about(after - mid, TOUCH_BYTES, 0), "RssFile grew by %zu reading %zu mapped bytes "
+          "of a file (sum %u)", after - mid, TOUCH_BYTES, sum);
+    munmap(f, TOUCH_BYTES);
+    close(fd);
+}
+
 /*
  * A trainer (ref backend, resnet18 at 32x32, batch 2, strategy none) writes its whole
  * arena and resident block when it creates them (zeroed, then the parameters), so the
@@ -206,6 +245,8 @@ static void test_trainer(void)
         CHECK(st.os_rss_peak_bytes + SLACK >= rss_current_bytes(), "peak %zu below VmRSS %zu",
               st.os_rss_peak_bytes, rss_current_bytes());
         CHECK(grew + 4 * MIB >= want, "grew %zu, arena + resident %zu", grew, want);
+        CHECK(st.os_rss_file_growth_bytes <= grew + SLACK, "file pages %zu of a growth of %zu",
+              st.os_rss_file_growth_bytes, grew);
         CHECK(grew <= want + want / 20 + SHADOW(want) + 16 * MIB,
               "grew %zu, arena + resident %zu: over 5%% + 16 MiB", grew, want);
         printf("  resnet18 32x32 b2 ref: grew %zu bytes, arena + resident %zu (%.3fx)\n",
@@ -222,6 +263,7 @@ int main(void)
     RUN(test_rss_grows);
     RUN(test_peak_reset);
     RUN(test_mark);
+    RUN(test_file_pages);
     RUN(test_trainer);
     return harness_end();
 }

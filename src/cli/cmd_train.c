@@ -511,6 +511,9 @@ static void print_os(const struct train_report *r)
            cli_commas(r->os_growth, a, sizeof a), r->os_parts,
            cli_commas(r->os_expected, b, sizeof b),
            r->os_expected ? (double)r->os_growth / (double)r->os_expected : 0);
+    printf("                 of which +%s bytes are pages of files (code of the program and "
+           "its libraries run for the first time)\n",
+           cli_commas(r->ts.os_rss_file_growth_bytes, a, sizeof a));
 }
 
 static void report_text(const struct train_cmd *c, const struct train_report *r)
@@ -628,6 +631,7 @@ static void report_json(const struct train_cmd *c, const struct train_report *r)
     json_u64(&j, "os_rss_before_bytes", ts->os_rss_before_bytes);
     json_u64(&j, "os_rss_peak_bytes", ts->os_rss_peak_bytes);
     json_u64(&j, "os_rss_growth_bytes", r->os_growth);
+    json_u64(&j, "os_rss_file_growth_bytes", ts->os_rss_file_growth_bytes);
     json_f64_array(&j, "loss", c->loss, c->steps);
     json_f64_array(&j, "step_seconds", c->secs, c->steps);
     json_f64(&j, "median_step_seconds", r->median_secs);

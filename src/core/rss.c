@@ -36,6 +36,11 @@ size_t rss_current_bytes(void)
     return status_kb("VmRSS");
 }
 
+size_t rss_file_bytes(void)
+{
+    return status_kb("RssFile");
+}
+
 size_t rss_peak_bytes(void)
 {
     return status_kb("VmHWM");
@@ -58,6 +63,7 @@ void rss_mark_begin(struct rss_mark *m)
     m->reset = rss_reset_peak();
     m->hwm_bytes = rss_peak_bytes();
     m->before_bytes = rss_current_bytes();
+    m->file_bytes = rss_file_bytes();
 }
 
 size_t rss_mark_peak(const struct rss_mark *m, size_t sampled_bytes)

@@ -21,6 +21,11 @@
 
 /* The resident set now (VmRSS), in bytes; 0 where unavailable. */
 size_t rss_current_bytes(void);
+/* The part of the resident set that is pages of mapped files (RssFile: the program's and
+ * its libraries' code and data, read from disk the first time they run), in bytes; 0
+ * where unavailable. Nothing a trainer allocates is in it unless the host tier is mapped
+ * from a file. */
+size_t rss_file_bytes(void);
 /* The resident set's high-water mark (VmHWM), in bytes; 0 where unavailable. */
 size_t rss_peak_bytes(void);
 /* Resets the high-water mark to the current resident set; false where the system
@@ -31,6 +36,7 @@ bool rss_reset_peak(void);
 struct rss_mark {
     size_t before_bytes;    /* VmRSS when the mark was taken */
     size_t hwm_bytes;       /* VmHWM just after the reset (or the failed reset) */
+    size_t file_bytes;      /* RssFile when the mark was taken */
     bool reset;             /* the reset worked: VmHWM is the peak since the mark */
 };
 

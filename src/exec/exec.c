@@ -779,6 +779,11 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
     st->move_seconds = t->move_seconds;
     st->os_rss_before_bytes = t->rss.before_bytes;
     st->os_rss_peak_bytes = rss_mark_peak(&t->rss, t->rss_sampled);
+    {
+        size_t file = rss_file_bytes();
+
+        st->os_rss_file_growth_bytes = file > t->rss.file_bytes ? file - t->rss.file_bytes : 0;
+    }
     dist_stats(t, st);
 }
 
