@@ -10,8 +10,13 @@
  * from the reference forward's tensors with the tensors the op table says the backward
  * does not read handed over as NULL; each gradient alone with the others NULL (which
  * must be skipped); two runs of the forward and of the backward bit-identical; and the
- * second run making no new oneDNN primitive (the cache works). Then a whole ResNet-18
- * step on both backends: the loss and named parameter gradients.
+ * second run making no new oneDNN primitive (the cache works). Linear and matmul at
+ * GPT-2's sizes (AVX-512 only: elsewhere they fall back to oneDNN's GEMM driver): given
+ * exactly the scratch cpu_prepare asks for, they run without raising the resident set's
+ * high-water mark by more than 1 MiB (the GEMM driver's packing buffers, outside any
+ * scratch, raised it by 2.3 MB), refuse a byte less, and give the bits they give with
+ * the context's own scratch. Then a whole ResNet-18 step on both backends: the loss and
+ * named parameter gradients.
  *
  * Tolerances: |cpu - ref| <= rtol |ref| + atol max(1, max |ref| over the tensor).
  *   conv2d, conv_transpose2d, linear: rtol 1e-4, atol 1e-5 (float sums in another order
@@ -24,6 +29,8 @@
  * Seed: REMAT_SEED (printed).
  */
 #include "cpu_cmp.h"
+
+#include "core/rss.h"
 
 /* ------------------------------------------------------------------ per op */
 
@@ -171,13 +178,141 @@ static void test_pool(void)
 
 static void test_linear(void)
 {
-    struct shp x1 = S2(6, 37), x2 = S2(3, 512);
+    struct shp x1 = S2(6, 37), x2 = S2(3, 512), x3 = S2(5, 3), x4 = S2(1, 1);
+    struct shp x5 = S2(200, 96);
 
     rng_state = rng_seed;
     cmp_case("linear bias", REMAT_OP_LINEAR, 1, &x1,
              &(remat_attrs){.out_channels = 11, .bias = true}, F_UNIFORM, T_LIN, T_LIN, false);
     cmp_case("linear no bias", REMAT_OP_LINEAR, 1, &x2, &(remat_attrs){.out_channels = 100},
              F_UNIFORM, T_LIN, T_LIN, false);
+    cmp_case("linear (5, 3) -> 2", REMAT_OP_LINEAR, 1, &x3, &(remat_attrs){.out_channels = 2},
+             F_UNIFORM, T_LIN, T_LIN, false);
+    cmp_case("linear (1, 1) -> 1", REMAT_OP_LINEAR, 1, &x4,
+             &(remat_attrs){.out_channels = 1, .bias = true}, F_UNIFORM, T_LIN, T_LIN, false);
+    /* more rows and columns than a thread's block: bias_grad's column blocks */
+    cmp_case("linear (200, 96) -> 130", REMAT_OP_LINEAR, 1, &x5,
+             &(remat_attrs){.out_channels = 130, .bias = true}, F_UNIFORM, T_LIN, T_LIN, false);
+}
+
+/* ------------------------------------------------------------------ scratch */
+
+#define MIB ((size_t)1 << 20)
+
+/* A copy of every gradient slot of t (NULL where there is none). */
+static void grads_dup(struct tk *t, float **out)
+{
+    struct ktensor *p, *g;
+
+    for (int k = 0; k < TK_MAX_IN + 2; k++)
+        out[k] = k < t->n_in + 2 && tk_slot(t, k, &p, &g) ? dup(g->data, kt_n(g)) : NULL;
+}
+
+/*
+ * One op whose products ran on oneDNN's GEMM driver, which mallocs its packing buffers
+ * outside any scratch the plan gives (several MiB at these sizes): cpu_prepare's need
+ * is the whole story. After prepare made the entries, a forward and a backward given
+ * exactly the scratch prepare asked for (pre-touched, as the arena is) must not raise
+ * the resident set's high-water mark by more than 1 MiB (the kernel's counters lag a
+ * few hundred KiB); one byte less is refused; and the bits equal those the context's
+ * own scratch gives (another plan puts the scratch elsewhere).
+ */
+static void scratch_case(const char *name, struct tk *t)
+{
+    struct kop *op = &t->op;
+    size_t nf = 0, nb = 0, grow;
+    char *buf;
+    float *y1, *y2, *g0[TK_MAX_IN + 2], *g1[TK_MAX_IN + 2];
+    struct rss_mark m;
+    int64_t ny = kt_n(&op->out);
+
+    CHECK_OK(cpu_prepare(ctx, op, false, &nf));
+    CHECK_OK(cpu_prepare(ctx, op, true, &nb));
+    printf("  %-40s scratch %zu bytes forward, %zu backward\n", name, nf, nb);
+    CHECK(nf > 0 && nb > 0, "%s: prepare asks for no scratch: the products' scratchpads "
+          "are not counted", name);
+    buf = aligned_alloc(64, core_align_up(nf > nb ? nf : nb, 64));
+    REMAT_ASSERT_TEST(buf);
+    memset(buf, 0x7f, nf > nb ? nf : nb);
+    memset(op->out.data, 0xff, sizeof(float) * (size_t)ny); /* its pages resident */
+    grads_dup(t, g0);
+
+    op->scratch = buf;
+    op->scratch_bytes = nf;
+    rss_mark_begin(&m);
+    CHECK_OK(be->forward(ctx, op));
+    op->scratch_bytes = nb;
+    CHECK_OK(be->backward(ctx, op));
+    grow = rss_mark_peak(&m, 0) - m.before_bytes;
+    if (m.reset)
+        CHECK(grow <= MIB, "%s: the resident set's peak rose %zu bytes beyond the scratch "
+              "prepare counted", name, grow);
+    else
+        printf("  %s: high-water mark check skipped (/proc/self/clear_refs refused)\n", name);
+    y1 = dup(op->out.data, ny);
+    grads_dup(t, g1);
+
+    op->scratch_bytes = nf - 1;
+    CHECK(be->forward(ctx, op) == REMAT_ERR_ARG, "%s: a byte less scratch accepted", name);
+    op->scratch_bytes = nb - 1;
+    CHECK(be->backward(ctx, op) == REMAT_ERR_ARG, "%s: a byte less scratch accepted", name);
+
+    /* the context's own scratch (a kop bringing none) */
+    op->scratch = NULL;
+    op->scratch_bytes = 0;
+    set_grads(t, g0);
+    CHECK_OK(be->forward(ctx, op));
+    CHECK_OK(be->backward(ctx, op));
+    y2 = dup(op->out.data, ny);
+    compare(name, "y elsewhere", y2, y1, ny, EXACT);
+    for (int k = 0; k < TK_MAX_IN + 2; k++) {
+        struct ktensor *p, *g;
+
+        if (g1[k] && tk_slot(t, k, &p, &g))
+            compare(name, "grad elsewhere", g->data, g1[k], kt_n(g), EXACT);
+        free(g0[k]);
+        free(g1[k]);
+    }
+    free(y1);
+    free(y2);
+    free(buf);
+}
+
+/* GPT-2's (width 384, 1024 tokens) QKV projection, and its tied output projection with
+ * a vocabulary of 8192: the shapes where the GEMM driver's buffers were found. */
+static void test_gemm_scratch(void)
+{
+    struct shp lin = S2(1024, 384), mm[2] = {{3, {2, 128, 384, 0}}, S2(8192, 384)};
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    struct tk t;
+
+    if ((isa & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core)
+        SKIP("no AVX-512: linear and matmul fall back to oneDNN's GEMM driver");
+    rng_state = rng_seed + 7;
+    tk_init(&t, REMAT_OP_LINEAR, 1, &lin, &(remat_attrs){.out_channels = 1152, .bias = true});
+    fill_uniform(&t.in[0], -1, 1);
+    fill_uniform(&t.op.w, -1, 1);
+    fill_uniform(&t.op.b, -1, 1);
+    fill_uniform(&t.op.dout, -1, 1);
+    tk_zero_grads(&t);
+    scratch_case("linear (1024, 384) -> 1152", &t);
+    tk_fini(&t);
+
+    /* B a parameter (tied weights) read transposed, as GPT-2's logits */
+    tk_init(&t, REMAT_OP_MATMUL, 2, mm, &(remat_attrs){.trans_b = true});
+    fill_uniform(&t.in[0], -1, 1);
+    fill_uniform(&t.in[1], -1, 1);
+    fill_uniform(&t.op.dout, -1, 1);
+    t.op.n_in = 1;
+    t.op.w = t.in[1];
+    t.op.dw = t.din[1];
+    t.n_in = 1;
+    tk_zero_grads(&t);
+    scratch_case("matmul (2, 128, 384) x (8192, 384)^T", &t);
+    t.op.n_in = t.n_in = 2;
+    t.op.w = (struct ktensor){0};
+    t.op.dw = (struct ktensor){0};
+    tk_fini(&t);
 }
 
 /* The ops on the reference kernels, once each: exact. */
@@ -330,6 +465,7 @@ int main(void)
     RUN(test_relu);
     RUN(test_pool);
     RUN(test_linear);
+    RUN(test_gemm_scratch);
     RUN(test_delegated);
     RUN(test_resnet18);
     be->destroy(ctx);

@@ -10,7 +10,8 @@
  * bit-identical. matmul: batched 2-d to 4-d, either or both transposed, a shared 2-d B,
  * B as a parameter (tied weights: w and dw), sizes 1, 3, 17, 64 and the products large
  * enough to take each path (batches folded into rows, split across the threads, or one
- * GEMM each on all of them); the same bits again from buffers at other addresses.
+ * GEMM each on all of them), inner dimensions long enough to run in chunks; the same
+ * bits again from buffers at other addresses.
  * gelu, exact and tanh, also on a wide range of inputs. Then a small transformer
  * trained on the cpu backend under `none`, `chen-sqrtn` and `approx-mc`: the same
  * parameter bits under each plan, and losses near the reference backend's.
@@ -107,6 +108,11 @@ static void test_matmul_large(void)
     mm_cases(1, l1, 64, 64, 64);
     mm_cases(2, l2, 128, 64, 96);
     mm_cases(1, l3, 256, 300, 260); /* 2e7 multiply-adds a batch */
+    /* inner dimensions beyond 4096, which run in chunks of 2048 and a shorter last one:
+     * the forward's, dA's (N) and a shared B's dB (the batches' rows, 2 x 2100) */
+    mm_cases(1, l3, 3, 8197, 5);
+    mm_cases(1, l3, 3, 5, 8197);
+    mm_cases(1, l3, 2100, 3, 4);
 }
 
 /* B as a parameter (tied weights): n_in 1, B in w, its gradient in dw; the cpu

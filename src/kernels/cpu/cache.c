@@ -29,7 +29,8 @@ remat_status cpu_fail(const char *call, dnnl_status_t s, const char *file, int l
 /* The key of (op, pass, want): see cpu.h. Unused words stay zero. */
 static void make_key(const struct kop *op, int pass, unsigned want, int64_t *k)
 {
-    const struct ktensor *t[3] = {op->n_in > 0 ? &op->in[0] : NULL, &op->out, &op->w};
+    const struct ktensor *t[4] = {op->n_in > 0 ? &op->in[0] : NULL, &op->out, &op->w,
+                                  op->n_in > 1 ? &op->in[1] : NULL};
     int n = 0;
 
     memset(k, 0, sizeof(int64_t) * CPU_KEY_LEN);
@@ -38,7 +39,7 @@ static void make_key(const struct kop *op, int pass, unsigned want, int64_t *k)
     k[n++] = pass;
     k[n++] = want;
     k[n++] = op->n_in;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         k[n++] = t[i] ? t[i]->ndim : -1;
         for (int d = 0; d < 4; d++)
             k[n++] = t[i] && d < t[i]->ndim ? t[i]->shape[d] : 0;
@@ -68,6 +69,8 @@ static void make_key(const struct kop *op, int pass, unsigned want, int64_t *k)
         k[n++] = eps;
         k[n++] = mom;
         k[n++] = a->out_channels;
+        k[n++] = a->trans_a;
+        k[n++] = a->trans_b;
     }
     REMAT_ASSERT(n <= CPU_KEY_LEN);
 }
@@ -313,6 +316,50 @@ remat_status cpu_reorder_make(struct cpu_ctx *c, struct cpu_entry *e, struct cpu
     CPU_TRY(dnnl_reorder_primitive_desc_create(&pd, from, c->engine, to, c->engine, attr));
     st = cpu_prim_from_pd(c, e, p, pd, args, 2);
 fail:
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+remat_status cpu_matmul_pd(struct cpu_ctx *c, const dnnl_memory_desc_t *src,
+                           const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
+                           const dnnl_memory_desc_t *dst, bool accumulate,
+                           dnnl_primitive_desc_t *pd)
+{
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_iterator_t it = NULL;
+    dnnl_matmul_desc_t d;
+    remat_status st = REMAT_OK;
+
+    *pd = NULL;
+    CPU_TRY(dnnl_matmul_desc_init(&d, src, wei, bias, dst));
+    CPU_TRY(dnnl_primitive_attr_create(&attr));
+    CPU_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (accumulate) {
+        CPU_TRY(dnnl_post_ops_create(&po));
+        CPU_TRY(dnnl_post_ops_append_sum(po, 1.0f));
+        CPU_TRY(dnnl_primitive_attr_set_post_ops(attr, po));
+    }
+    CPU_TRY(dnnl_primitive_desc_iterator_create(&it, &d, attr, c->engine, NULL));
+    do {
+        const char *impl = NULL;
+        dnnl_primitive_desc_t cand = dnnl_primitive_desc_iterator_fetch(it);
+
+        if (!cand)
+            break;
+        if (dnnl_primitive_desc_query(cand, dnnl_query_impl_info_str, 0, &impl) ==
+                dnnl_success && impl && !strstr(impl, "gemm") && strncmp(impl, "ref", 3)) {
+            *pd = cand;
+            break;
+        }
+        dnnl_primitive_desc_destroy(cand);
+    } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+fail:
+    if (it)
+        dnnl_primitive_desc_iterator_destroy(it);
     if (po)
         dnnl_post_ops_destroy(po);
     if (attr)

@@ -3,8 +3,8 @@
  *
  * A context holds a oneDNN CPU engine and stream, a cache of primitives and one scratch
  * buffer. oneDNN 2.6 runs convolution, transposed convolution, batch norm, average
- * pooling and linear (conv.c, norm.c, pool.c, linear.c) and, through dnnl_sgemm, the
- * batched matmul (matmul.c); layer norm, softmax_last and gelu are threaded loops of
+ * pooling (conv.c, norm.c, pool.c) and, on its matmul primitive, linear and the batched
+ * matmul (linear.c, matmul.c); layer norm, softmax_last and gelu are threaded loops of
  * our own (seq.c); every other op calls the reference kernels (dispatch.c says why for relu and
  * max pooling), and so do a oneDNN
  * family's backward whose dout is NULL (the constant 1, which only losses see) and
@@ -13,14 +13,16 @@
  * Cache: each (op type, pass, wanted gradients, shapes, attributes) gets one entry
  * holding its primitives and their memory objects, made on first use; running the same
  * kop again only points the memory objects at the new buffers and executes. Scratch:
- * oneDNN writes its gradients (it cannot add), so a backward computes each gradient into
- * the context's scratch and adds it into the destination (kernels.h: gradients
- * accumulate), with a binary add or, where a reorder brings the gradient back to NCHW,
- * the reorder's sum post-op; batch norm also keeps blocked copies of its tensors there,
- * and every primitive its oneDNN scratchpad (scratchpad mode "user"). The buffer grows
- * when an entry is made that needs more, so the first training step may allocate and
- * later steps do not (oneDNN itself allocates a small argument map inside each execute,
- * which is outside our control). ResNet-50 at batch 8, 224x224: 85 MiB of scratch with 2
+ * oneDNN's convolution and batch norm write their gradients (they cannot add), so a
+ * backward computes each gradient into the context's scratch and adds it into the
+ * destination (kernels.h: gradients accumulate), with a binary add or, where a reorder
+ * brings the gradient back to NCHW, the reorder's sum post-op (the matmul primitive of
+ * linear and matmul adds by a sum post-op of its own); batch norm also keeps blocked
+ * copies of its tensors there, and every primitive its oneDNN scratchpad (scratchpad
+ * mode "user"; no implementation that allocates its own is chosen where another
+ * exists: cpu_matmul_pd). The buffer grows when an entry is made that needs more, so
+ * the first training step may allocate and later steps do not (oneDNN itself allocates
+ * a small argument map inside each execute, which is outside our control). ResNet-50 at batch 8, 224x224: 85 MiB of scratch with 2
  * threads (49 MiB with 1) beside a 650 MiB arena, mostly oneDNN's per-thread buffers for
  * the weight gradient of its GEMM convolution.
  *
@@ -148,10 +150,10 @@ typedef remat_status (*cpu_build_fn)(struct cpu_ctx *c, const struct kop *op, un
 
 /* cache.c: the cache and what entries share. */
 /* The entry for (op, pass, want), made by build on first use. The key is the op type,
- * algorithm, pass, want, input, output and weight shapes, whether w and b are present
- * and the attributes a oneDNN family reads; cpu_accumulate keys its entries with type
- * REMAT_OP_COUNT, pass CPU_PASS_ACC and the length as out.shape[0] (they need no
- * scratch). Except for those it also points c->base at the op's scratch: op->scratch
+ * algorithm, pass, want, the shapes of the first two inputs, the output and the weight,
+ * whether w and b are present and the attributes a oneDNN family reads (a matmul's
+ * transposes among them); cpu_accumulate keys its entries with type REMAT_OP_COUNT,
+ * pass CPU_PASS_ACC and the length as out.shape[0] (they need no scratch). Except for those it also points c->base at the op's scratch: op->scratch
  * (REMAT_ERR_ARG when smaller than the entry needs), or, when the kop brings none, the
  * context's own (grown to fit; not while preparing); and raises c->need to the entry's
  * need. */
@@ -192,6 +194,17 @@ remat_status cpu_prim_from_pd(struct cpu_ctx *c, struct cpu_entry *e, struct cpu
 remat_status cpu_reorder_make(struct cpu_ctx *c, struct cpu_entry *e, struct cpu_prim *p,
                               const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
                               bool accumulate);
+/* The primitive descriptor of a oneDNN matmul of src (.., M, K) by wei (.., K, N) into
+ * dst (.., M, N) (bias NULL: none; with accumulate a sum post-op adds into dst: one
+ * rounding, as a reference kernel's +=), scratchpad mode "user", on the first
+ * implementation that is neither oneDNN's GEMM driver ("gemm" in its name: it mallocs
+ * its packing buffers outside any scratchpad, so outside the plan) nor its reference
+ * loops ("ref": orders of magnitude slower): brg:avx512_core on AVX-512. *pd is NULL
+ * when there is none (the caller falls back to the GEMM driver). */
+remat_status cpu_matmul_pd(struct cpu_ctx *c, const dnnl_memory_desc_t *src,
+                           const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
+                           const dnnl_memory_desc_t *dst, bool accumulate,
+                           dnnl_primitive_desc_t *pd);
 /* Runs p with its arguments bound from b[0..n_b) (every argument p has must be bound to
  * a non-NULL pointer), and waits for it. */
 remat_status cpu_prim_run(struct cpu_ctx *c, const struct cpu_entry *e,
@@ -218,8 +231,9 @@ remat_status cpu_avg_pool_forward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_avg_pool_backward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_linear_forward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_linear_backward(struct cpu_ctx *c, const struct kop *op);
-/* The transformer's ops (matmul.c: the batched product on dnnl_sgemm; seq.c: layer
- * norm, softmax over the last axis and GELU as OpenMP loops of our own), no scratch. */
+/* The transformer's ops (matmul.c: the batched product on oneDNN's matmul primitive,
+ * scratch for its scratchpad; seq.c: layer norm, softmax over the last axis and GELU as
+ * OpenMP loops of our own, no scratch). */
 remat_status cpu_matmul_forward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_matmul_backward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_layer_norm_forward(struct cpu_ctx *c, const struct kop *op);
