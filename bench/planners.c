@@ -1,7 +1,8 @@
 /*
  * planners.c - every planner on the authors' seven graph dumps (Kusumoto cost) against
  * the figures of the authors' own solver, on the zoo's seven networks at the paper's
- * settings, and planning times. Prints markdown tables.
+ * settings, planning times, and planning at scale (`planners --scale`: that table alone).
+ * Prints markdown tables.
  *
  * The authors' figures below are their solver's, as published with the graphs (bytes;
  * GB = 10^9 bytes): the approximate DP's minimum budget, its time- and memory-centric
@@ -329,9 +330,53 @@ static void timing(const char *dir)
     }
 }
 
+/*
+ * Planning at scale: the zoo's deepest networks and a 48-layer GPT-2 at batch 1, each
+ * strategy at `--budget min` (the whole remat_plan: the search, the packing), with its
+ * planned values, seconds, simulated activation peak and recomputation overhead.
+ * approx-tc and approx-mc run the flat DP (their plans are the same as before the DP's
+ * pruning); hybrid's sweep runs over a thinned family on graphs past 2,048 lower sets
+ * (docs/planners.md), so its figures are to be read against the flat sweep's.
+ */
+static void scale(void)
+{
+    static const struct {
+        const char *net;
+        int64_t layers;
+    } nets[] = {{"resnet152", 0}, {"gpt2", 12}, {"gpt2", 48}, {"resnet1001", 0},
+                {"resnet2498", 0}};
+    static const remat_strategy st[] = {REMAT_STRATEGY_APPROX_TC, REMAT_STRATEGY_APPROX_MC,
+                                        REMAT_STRATEGY_HYBRID};
+
+    printf("\n### Planning at scale (batch 1, `--budget min`, seconds on this machine)\n\n"
+           "| graph | values | strategy | seconds | activation peak (GB) | overhead |\n"
+           "|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
+        remat_zoo_opts o = {.batch = 1, .layers = nets[i].layers};
+        remat_graph *g = NULL;
+        remat_tgraph *tg = NULL;
+
+        if (remat_zoo_build(nets[i].net, &o, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg)) {
+            fprintf(stderr, "planners: %s: %s\n", nets[i].net, remat_errmsg());
+            remat_graph_free(g);
+            continue;
+        }
+        for (size_t k = 0; k < sizeof st / sizeof st[0]; k++) {
+            struct result r = run(tg, st[k], true, 0);
+
+            printf("| %s%s | %d | %s | %.2f | %.4f | %.3f |\n", nets[i].net,
+                   nets[i].layers == 48 ? " (48 layers)" : "", remat_tgraph_n_planned(tg),
+                   remat_strategy_name(st[k]), r.seconds, r.ok ? (double)r.peak / 1e9 : NAN,
+                   r.overhead);
+        }
+        remat_tgraph_free(tg);
+        remat_graph_free(g);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : getenv("REMAT_GRAPHS");
+    const char *dir = argc > 1 && strcmp(argv[1], "--scale") ? argv[1] : getenv("REMAT_GRAPHS");
     char probe[1024];
     FILE *f;
 
@@ -346,7 +391,12 @@ int main(int argc, char **argv)
     } else {
         printf("The authors' graphs: skipped (%s is absent).\n", dir);
     }
+    if (argc > 1 && !strcmp(argv[1], "--scale")) { /* the scale table alone */
+        scale();
+        return 0;
+    }
     zoo();
     timing(dir);
+    scale();
     return 0;
 }

@@ -8,7 +8,9 @@
  *    at least 4 in 5 (1,008 of 1,200 at seed 0); its recomputed cost equal to the
  *    simulator's overhead;
  *  - kusumoto_min_budget with the model: the memory-centric plan at that budget is
- *    simulated within it, and no sampled chain's model peak is below it.
+ *    simulated within it, and no sampled chain's model peak is below it;
+ *  - the family hybrid's sweep thins on large graphs (lsets_thin) against its
+ *    definition, kusumoto_pairs against a count (test_thin).
  *
  * Seed: REMAT_SEED (printed); each random test restarts from it.
  */
@@ -249,9 +251,99 @@ static void test_min_budget(void)
     }
 }
 
+/* ------------------------------------- the sweep's thinned family (lsets_thin) */
+
+/*
+ * lsets_thin on random narrow graphs (65..184 nodes, their approximate family), to 4..24
+ * sets, against the definition worked out here: ∅ first and V last; every set of the
+ * result one of the family's, with its M, T, m_out, size and list lengths as the family
+ * has them; and of each run of sets whose M falls
+ * between the same two multiples of M(V) / (max - 2) + 1, exactly the first of least
+ * boundary bytes. kusumoto_pairs against a count of the pairs i < j with M(L_j) -
+ * M(L_i) <= B / 2; kusumoto_min_budget over the thinned family never below the full
+ * family's (a chain of the thinned family is one of the family).
+ */
+static void test_thin(void)
+{
+    static bset fam[HN + 2];
+    static struct hg g;
+    int graphs = 0, sets = 0;
+
+    reseed(17);
+    for (int it = 0; it < 40; it++) {
+        struct dag d;
+        struct lsets ls, th;
+        int32_t max = 4 + (int32_t)urand(21), nf, k = 1;
+        size_t step, lo_full = 0, lo_thin = 0;
+
+        random_narrow(&g);
+        to_dag(&g, &d);
+        nf = approx_family(&g, fam);
+        REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK && ls.n == nf);
+        CHECK_OK(lsets_thin(&d, &ls, max, &th));
+        step = ls.m[ls.n - 1] / (size_t)(max - 2) + 1;
+        CHECK(th.n >= 2 && th.size[0] == 0 && th.size[th.n - 1] == g.n,
+              "graph %d: %d sets, first of %d nodes, last of %d", it, th.n, th.size[0],
+              th.size[th.n - 1]);
+        /* the runs of the family, in order: each contributes its least-cut set */
+        for (int32_t i = 1; i < ls.n - 1 && k < th.n; ) {
+            int32_t e = i, best = i;
+            size_t bb = SIZE_MAX;
+
+            while (e < ls.n - 1 && ls.m[e] / step == ls.m[i] / step)
+                e++;
+            for (int32_t q = i; q < e; q++) {
+                struct sinfo si;
+                bset b;
+                size_t cut = 0;
+
+                memcpy(b.w, lsets_bits(&ls, q), sizeof b.w);
+                set_info(&g, &b, &si);
+                for (int32_t v = 0; v < g.n; v++)
+                    cut += bs_has(&si.bd, v) ? g.m[v] : 0;
+                if (cut < bb) {
+                    bb = cut;
+                    best = q;
+                }
+            }
+            CHECK(!memcmp(lsets_bits(&th, k), lsets_bits(&ls, best), sizeof(uint64_t) *
+                          (size_t)ls.words) && th.m[k] == ls.m[best] && th.t[k] == ls.t[best] &&
+                  th.m_out[k] == ls.m_out[best] && th.size[k] == ls.size[best] &&
+                  th.bd_at[k + 1] - th.bd_at[k] == ls.bd_at[best + 1] - ls.bd_at[best] &&
+                  th.mx_at[k + 1] - th.mx_at[k] == ls.mx_at[best + 1] - ls.mx_at[best],
+                  "graph %d: thinned set %d is not the family's set %d (its run's least "
+                  "cut, %zu bytes)", it, k, best, bb);
+            k++;
+            i = e;
+        }
+        CHECK(k == th.n - 1, "graph %d: %d thinned sets, %d runs", it, th.n, k - 1);
+        for (int r = 0; r < 3; r++) {
+            size_t B = ls.m[ls.n - 1] * (size_t)(1 + r) / 2;
+            int64_t want = 0;
+
+            for (int32_t j = 1; j < ls.n; j++)
+                for (int32_t i = 0; i < j; i++)
+                    want += ls.m[j] - ls.m[i] <= B / 2;
+            CHECK(kusumoto_pairs(&ls, B) == want, "graph %d: %lld pairs at %zu, counted %lld",
+                  it, (long long)kusumoto_pairs(&ls, B), B, (long long)want);
+        }
+        CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &lo_full));
+        CHECK_OK(kusumoto_min_budget(&d, &th, NULL, &lo_thin));
+        CHECK((double)lo_thin >= (double)lo_full * (1 - 2e-5),
+              "graph %d: the thinned family needs %zu, the family %zu", it, lo_thin, lo_full);
+        graphs++;
+        sets += th.n;
+        lsets_fini(&th);
+        lsets_fini(&ls);
+        dag_fini(&d);
+    }
+    printf("  %d graphs, %d thinned sets\n", graphs, sets);
+}
+
 int main(void)
 {
     RUN_TIMED(test_model_vs_sim);
     RUN_TIMED(test_min_budget);
+    RUN_TIMED(test_thin);
     return harness_end();
 }

@@ -209,6 +209,8 @@ int cmd_compare(int argc, char **argv)
         if (s != REMAT_STRATEGY_NONE && !selected(c.list, name))
             continue;
         o.strategy = (remat_strategy)s;
+        o.progress = progress_stage; /* the planner's stages on the line */
+        o.progress_ud = &pr;
         progress_step(&pr, done, name);
         progress_wait_begin(&pr, name, s == REMAT_STRATEGY_OPTIMAL
                                            ? (o.time_limit > 0 ? o.time_limit : 60) : 0);

@@ -96,7 +96,8 @@ static remat_graph *build(const struct setup *su, int64_t k)
 
 /* Plans depth k with strategy s at the budget: fits or not (false on another error,
  * *err set). */
-static struct probe try_depth(const struct setup *su, remat_strategy s, int64_t k, bool *err)
+static struct probe try_depth(const struct setup *su, remat_strategy s, int64_t k, bool *err,
+                              struct progress *pr)
 {
     struct probe p = {0};
     remat_graph *g = build(su, k);
@@ -116,6 +117,8 @@ static struct probe try_depth(const struct setup *su, remat_strategy s, int64_t 
     }
     p.resident = remat_tgraph_resident_bytes(tg);
     po = probe_opts(su, s, g, tg, &al, err);
+    po.progress = progress_stage; /* the planner's stages on the line */
+    po.progress_ud = pr;
     st = *err ? REMAT_ERR_ARG : remat_plan(tg, &po, &sc, NULL);
     if (st == REMAT_OK && !remat_sim_run(tg, sc, &r)) {
         p.fits = true;
@@ -199,7 +202,7 @@ static struct probe probe_at(const struct setup *su, remat_strategy s, int64_t k
              (long long)depth_of(k));
     progress_step(pr, *probe, detail);
     progress_wait_begin(pr, detail, 0);
-    p = try_depth(su, s, k, err);
+    p = try_depth(su, s, k, err, pr);
     progress_wait_end(pr);
     progress_step(pr, ++*probe, detail);
     return p;

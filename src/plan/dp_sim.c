@@ -40,7 +40,22 @@ struct dp_sim {
     bool *live, *persist;      /* per buffer, valid where stamp == epoch */
     int32_t *nstamp, *kstamp, *need; /* per node: in the block, kept, needed */
     int32_t *blk, *steps;      /* the block's nodes; its backward phase's steps */
+    /* pair (i, j), i < j, at j (j - 1) / 2 + i: its quantities once worked out (the DP
+     * asks for the same pairs at each budget of its searches, twenty runs and more);
+     * NULL past MEMO_SETS sets */
+    struct pair_memo *memo;
+    size_t n_memo;
 };
+
+struct pair_memo {
+    double t;
+    size_t dm, c;
+    bool have;
+};
+
+/* The most sets whose pairs are kept (an approximate family of up to DP_SIM_MAX_NODES
+ * nodes: 1,002 sets, 16 MB; larger exact families go without). */
+#define MEMO_SETS 1100
 
 static bool csr_push(const remat_allocator *a, struct csr *c, int32_t x)
 {
@@ -108,6 +123,7 @@ void dp_sim_free(struct dp_sim *s)
     core_free(a, s->need, sizeof *s->need * (n + 1));
     core_free(a, s->blk, sizeof *s->blk * (n + 1));
     core_free(a, s->steps, sizeof *s->steps * (2 * n + 1));
+    core_free(a, s->memo, sizeof *s->memo * s->n_memo);
     core_free(a, s, sizeof *s);
 }
 
@@ -288,6 +304,13 @@ remat_status dp_sim_new(const remat_tgraph *tg, const struct dag *d, const struc
     }
     if (!build_touches(s) || !build_sets(s))
         goto nomem;
+    if (ls->n <= MEMO_SETS) {
+        size_t np = (size_t)ls->n * (size_t)(ls->n - 1) / 2 + 1;
+
+        if (!(s->memo = core_calloc(a, np, sizeof *s->memo)))
+            goto nomem;
+        s->n_memo = np;
+    }
     *out = s;
     return REMAT_OK;
 nomem:
@@ -492,12 +515,22 @@ static size_t bwd_peak(struct dp_sim *s, int32_t i, int32_t j, int32_t nb, size_
 void dp_sim_pair(struct dp_sim *s, int32_t i, int32_t j, double *t, size_t *dm, size_t *c)
 {
     const uint64_t *bi = lsets_bits(s->ls, i), *bj = lsets_bits(s->ls, j);
+    struct pair_memo *pm = s->memo && i < j ? &s->memo[(size_t)j * (size_t)(j - 1) / 2 +
+                                                      (size_t)i] : NULL;
     int32_t nb;
     size_t f, b;
 
+    if (pm && pm->have) {
+        *t = pm->t;
+        *dm = pm->dm;
+        *c = pm->c;
+        return;
+    }
     s->epoch++;
     nb = block_nodes(s, bi, bj, t);
     f = s->pend[i] + fwd_peak(s, nb);
     b = bwd_peak(s, i, j, nb, dm);
     *c = f > b ? f : b;
+    if (pm)
+        *pm = (struct pair_memo){*t, *dm, *c, true};
 }

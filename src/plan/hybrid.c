@@ -4,7 +4,8 @@
  * Every forward value is kept, recomputed or offloaded. The planner draws the
  * recomputation side from plans it already has: the Kusumoto et al. time-centric chains
  * of the approximate lattice at budgets spread geometrically from the DP's minimum to
- * the peak of `none` (each keeps less and recomputes more than the next), its
+ * the peak of `none` (each keeps less and recomputes more than the next; on graphs of
+ * thousands of nodes the larger budgets' over a thinned family of lower sets), its
  * memory-centric chain at the minimum, SuperNeurons' speed- and memory-centric
  * keep sets, keep sets by the cost of a byte, `none` itself, and at a given budget a plan
  * fitted to it (hybrid_fit.c). Each is then given the host tier (offload.c) with every
@@ -12,7 +13,9 @@
  * hide behind compute at the given bandwidth. Of the results within the budget, the
  * one of least simulated time (compute, recomputation and copy stalls) wins; ties go
  * to the lower peak. With budget min, the budget is first the least peak any of them
- * reaches with offload.
+ * reaches with offload. What does not depend on the budget is kept for every attempt of
+ * one remat_plan (plan_memo): the bases, each one's time alone and least peak, so that a
+ * base that cannot win is not offloaded and simulated again.
  *
  * A DP chain at a budget above the target is the point: its kept values need not stay
  * on the device, so the DP can keep more and recompute less, and the copies pay for
@@ -26,12 +29,26 @@
 #include <math.h>
 
 #define N_SWEEP 8
+/* A sweep's DP visits the pairs of lower sets within its budget's window: past
+ * SWEEP_PAIRS of them (graphs of thousands of nodes, at the larger budgets) it runs on
+ * the family thinned to SWEEP_SETS sets (lsets_thin): at most about 2 10^6 pairs a run,
+ * where the full family's took seconds to minutes (ResNet-2498: 72 s for the sweep). */
+#define SWEEP_PAIRS 1000000
+#define SWEEP_SETS 2048
 #define N_RATIO 9
 #define MAX_BASE (N_SWEEP + N_RATIO + 5) /* none, 2 keep sets, 2 least-memory chains */
 
 struct hybrid_bases {
     remat_schedule *s[MAX_BASE];
     int n;
+    /* per base, for every budget of one remat_plan: its simulated time without the host
+     * tier (what any of its offloaded plans takes at least: copies only add stalls and
+     * slow the compute they overlap) and, once a `--budget min` pass has found it, the
+     * least peak it reaches with offload (SIZE_MAX: not yet known) */
+    double alone[MAX_BASE];
+    size_t least[MAX_BASE];
+    bool timed;
+    struct dp_progress pg;     /* while they are made (remat_plan_opts.progress) */
     const remat_allocator *al; /* of this struct */
 };
 
@@ -47,6 +64,9 @@ static remat_status add_base(const remat_tgraph *tg, struct hybrid_bases *b, rem
         return st;
     }
     REMAT_ASSERT(b->n < MAX_BASE);
+    if (b->pg.fn) /* the share of the bases made, for a progress line */
+        b->pg.fn(b->pg.ud, "hybrid: the plans to start from", (double)(b->n + 1) / MAX_BASE);
+    b->least[b->n] = SIZE_MAX;
     b->s[b->n++] = s;
     return REMAT_OK;
 }
@@ -107,7 +127,7 @@ static remat_status ratio_bases(const remat_tgraph *tg, const struct dag *d, boo
 static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
 {
     struct dag d;
-    struct lsets ls = {0}, ls2 = {0};
+    struct lsets ls = {0}, ls2 = {0}, thin = {0};
     struct chain c = {0, NULL, NULL};
     struct dp_result res;
     size_t lo = 0, hi = 0;
@@ -147,8 +167,14 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
     for (int j = 0; j < N_SWEEP && hi > lo && lo > 0; j++) {
         double f = (double)j / (N_SWEEP - 1);
         size_t at = (size_t)((double)lo * pow((double)hi / (double)lo, f));
+        const struct lsets *sw = &ls;
 
-        if ((st = kusumoto_plan(&d, &ls, false, at, NULL, &c, &res)))
+        if (ls.n > SWEEP_SETS && kusumoto_pairs(&ls, at) > SWEEP_PAIRS) {
+            if (!thin.n && (st = lsets_thin(&d, &ls, SWEEP_SETS, &thin)))
+                goto out;
+            sw = &thin;
+        }
+        if ((st = kusumoto_plan(&d, sw, false, at, NULL, &c, &res)))
             goto out;
         if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))
             goto out;
@@ -169,6 +195,7 @@ out:
     core_free(d.al, kept, sizeof *kept * ((size_t)d.n + 1));
     dp_sim_free(ls2.sim);
     lsets_fini(&ls2);
+    lsets_fini(&thin);
     lsets_fini(&ls);
     dag_fini(&d);
     return st;
@@ -216,8 +243,8 @@ void plan_memo_fini(struct plan_memo *m)
 }
 
 /* The bases, from the memo when it has them (kept there when it is given). */
-static remat_status get_bases(const remat_tgraph *tg, struct plan_memo *memo,
-                              struct hybrid_bases **b)
+static remat_status get_bases(const remat_tgraph *tg, const remat_plan_opts *o,
+                              struct plan_memo *memo, struct hybrid_bases **b)
 {
     remat_status st;
 
@@ -228,6 +255,7 @@ static remat_status get_bases(const remat_tgraph *tg, struct plan_memo *memo,
     if (!(*b = core_calloc(tgraph_al(tg), 1, sizeof **b)))
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
     (*b)->al = tgraph_al(tg);
+    (*b)->pg = (struct dp_progress){o->progress, o->progress_ud};
     if ((st = make_bases(tg, *b))) {
         drop_bases(*b);
         *b = NULL;
@@ -250,16 +278,24 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
     size_t target = *budget;
 
     *out = NULL;
-    if ((st = get_bases(tg, memo, &bp)))
+    if ((st = get_bases(tg, o, memo, &bp)))
         return st;
+    REMAT_ASSERT(bp);
+    if (!bp->timed) {
+        for (int i = 0; i < bp->n; i++) {
+            if ((st = remat_sim_run_opts(tg, bp->s[i], &so, &r)))
+                goto out;
+            bp->alone[i] = r.total_seconds;
+        }
+        bp->timed = true;
+    }
     if (o->budget_min) {
         /* the least peak any base reaches, every value a candidate */
         target = SIZE_MAX;
         for (int i = 0; i < bp->n && !st; i++) {
-            size_t peak;
-
-            if (!(st = least_peak(tg, o, bp->s[i], &peak)) && peak < target)
-                target = peak;
+            if (bp->least[i] == SIZE_MAX)
+                st = least_peak(tg, o, bp->s[i], &bp->least[i]);
+            target = bp->least[i] < target ? bp->least[i] : target;
         }
         if (st)
             goto out;
@@ -273,7 +309,14 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
         remat_schedule *s = NULL;
         size_t t = target;
 
-        if (!base)
+        if (o->progress)
+            o->progress(o->progress_ud, "hybrid: each plan with the host tier",
+                        (double)i / (bp->n + 1));
+        /* skipped, as they could not win: a base whose least peak passes the target, or
+         * that alone takes longer than the best so far (a tie on time could win on peak) */
+        if (!base || (i < bp->n && ((bp->least[i] != SIZE_MAX && bp->least[i] > target) ||
+                                    (*out && o->copy_slowdown >= 0 &&
+                                     bp->alone[i] > best.total_seconds))))
             continue;
         if (o->no_offload) {
             if ((st = schedule_copy(base, &s)))
@@ -306,9 +349,9 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
 
         /* nothing fits: the least peak reachable, for the message */
         for (int i = 0; i < bp->n && !st; i++) {
-            size_t peak;
+            size_t peak = bp->least[i];
 
-            if (!(st = least_peak(tg, o, bp->s[i], &peak)))
+            if ((peak != SIZE_MAX || !(st = least_peak(tg, o, bp->s[i], &peak))))
                 least = peak < least ? peak : least;
         }
         if (!st)

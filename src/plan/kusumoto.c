@@ -15,7 +15,9 @@
  * overhead rounded to the nearest unit.
  *
  * Work: O(sum over pairs L ⊂ L' of (words + |∂(L')| + frontier)). Pairs whose block
- * alone breaks the budget (2 M(L'\L) > B) are skipped before the subset test.
+ * alone breaks the budget (2 M(L'\L) > B) are skipped before the subset test, and the
+ * time-centric frontier keeps only states that can still reach V within the budget
+ * and the bound on the optimum (dp_bounds).
  */
 #include "plan/kusumoto.h"
 #include "plan/dp_sim.h"
@@ -42,6 +44,8 @@ struct dp {
     const remat_allocator *al;
     const struct dp_progress *pg;
     const char *stage;           /* the pass under way, for pg */
+    const int64_t *room;         /* per set (may be NULL): the most cached memory from
+                                    which V can still be reached; -1 none (dp_bounds) */
 };
 
 /* Reports pass progress after lower set j of n: the pairs done grow as j^2; at most a
@@ -157,23 +161,35 @@ static int32_t first_start(const struct dp *p, int32_t j)
 /*
  * lb[i]: the least overhead from L_i to V over transitions whose block fits the budget
  * (memory carried over ignored), so t + lb[i] bounds every chain through (L_i, t).
+ * room[i]: the most cached memory m a state at L_i may carry and still reach V (-1:
+ * none may), the largest over its transitions to L_j of min(B - c, room[j] - dm); a
+ * state above it is dead, and so is everything it leads to (m only grows), so the
+ * frontier pass skips it without changing the states that reach V. Both in one pass
+ * over the pairs, backwards.
  */
-static void dp_lower_bounds(const struct dp *p, int32_t *lb)
+static void dp_bounds(const struct dp *p, int32_t *lb, int64_t *room)
 {
     const struct lsets *ls = p->ls;
+    int64_t B = p->budget > (size_t)INT64_MAX ? INT64_MAX : (int64_t)p->budget;
 
     for (int32_t i = ls->n - 1; i >= 0; i--) {
         lb[i] = i == ls->n - 1 ? 0 : INT32_MAX;
+        room[i] = i == ls->n - 1 ? INT64_MAX : -1;
         for (int32_t j = i + 1; j < ls->n && i < ls->n - 1; j++) {
             int32_t dt;
             size_t dm, c;
+            int64_t r;
 
             if (ls->by_m && ls->m[j] - ls->m[i] > window(p))
                 break; /* and every later j: M only grows */
-            if (lb[j] == INT32_MAX || !pair_block(p, i, j, &dt, &dm, &c))
+            if (room[j] < 0 || !pair_block(p, i, j, &dt, &dm, &c))
                 continue;
-            if (dt + lb[j] < lb[i])
+            if (lb[j] != INT32_MAX && dt + lb[j] < lb[i])
                 lb[i] = dt + lb[j];
+            r = B - (int64_t)c;
+            if (room[j] != INT64_MAX)
+                r = room[j] - (int64_t)dm < r ? room[j] - (int64_t)dm : r;
+            room[i] = r > room[i] ? r : room[i];
         }
     }
 }
@@ -220,21 +236,31 @@ static remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, i
             if (mode != DP_FRONTIER) {
                 struct point q = {fp[0].t + dt, i, 0, fp[0].m + dm};
 
-                if (fp[0].m + c > p->budget)
-                    continue;
+                if (fp[0].m + c > p->budget ||
+                    (p->room && (p->room[j] < 0 || (p->room[j] != INT64_MAX &&
+                                                    fp[0].m + dm > (size_t)p->room[j]))))
+                    continue; /* breaks the budget, or can no longer reach V */
                 if (mode == DP_MIN_M ? (q.m < one.m || (q.m == one.m && q.t < one.t))
                                      : (q.t < one.t || (q.t == one.t && q.m < one.m)))
                     one = q;
                 continue;
             }
-            /* m descends along the frontier: the feasible points are a suffix. */
+            /* m descends along the frontier: the feasible points, and among them those
+             * that can still reach V, are a suffix. */
             {
                 int32_t lo = 0, hi = cnt;
+                size_t lim = p->budget - c;
 
+                if (p->room) {
+                    if (p->room[j] < 0 || (p->room[j] != INT64_MAX && (size_t)p->room[j] < dm))
+                        continue;
+                    if (p->room[j] != INT64_MAX && (size_t)p->room[j] - dm < lim)
+                        lim = (size_t)p->room[j] - dm;
+                }
                 while (lo < hi) {
                     int32_t mid = (lo + hi) / 2;
 
-                    if (fp[mid].m + c <= p->budget)
+                    if (fp[mid].m <= lim)
                         hi = mid;
                     else
                         lo = mid + 1;
@@ -391,6 +417,7 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
     struct dp p;
     int32_t set, pt, nb = 0, last = ls->n - 1;
     int32_t *sets = NULL, *lb = NULL;
+    int64_t *room = NULL;
     double recomputed = 0, total = 0;
     remat_status st;
 
@@ -413,20 +440,26 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
         int32_t ub = p.pts[p.fr_at[last]].t;
 
         lb = core_calloc(p.al, (size_t)ls->n, sizeof *lb);
-        if (!lb) {
+        room = core_calloc(p.al, (size_t)ls->n, sizeof *room);
+        if (!lb || !room) {
             st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
             goto out;
         }
+        dp_bounds(&p, lb, room);
+        p.room = room;
+        /* the greedy least-(t, m) chain among the states that can still reach V: it
+         * always does, so ub is never left at the memory-centric chain's */
         p.stage = "DP: least time";
         if ((st = dp_run(&p, DP_MIN_T, NULL, 0)))
             goto out;
         if (p.fr_n[last] > 0 && p.pts[p.fr_at[last]].t < ub)
             ub = p.pts[p.fr_at[last]].t;
-        dp_lower_bounds(&p, lb);
         /* Deepening: a small bound prunes hard, and a run costs about its bound; so the
          * bound grows fourfold while that stays under a quarter of ub, then jumps to ub,
          * where a chain surely fits (at most 4/3 of one run at ub when the optimum is
-         * near ub, as at the least budget; little when it is far below). */
+         * near ub, as at the least budget; little when it is far below). Every bound at
+         * or above the optimum gives the same chain: the states kept are a prefix in t
+         * of each unbounded frontier. */
         p.stage = "DP: the time-memory frontier, one deepening";
         for (int32_t guess = lb[0] > 0 ? lb[0] : 1;; guess = guess > ub / 16 ? ub : 4 * guess) {
             if ((st = dp_run(&p, DP_FRONTIER, lb, guess < ub ? guess : ub)))
@@ -499,6 +532,17 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
 out:
     core_free(p.al, sets, sizeof *sets * ((size_t)ls->n + 1));
     core_free(p.al, lb, sizeof *lb * (size_t)ls->n);
+    core_free(p.al, room, sizeof *room * (size_t)ls->n);
     dp_fini(&p);
     return st;
+}
+
+int64_t kusumoto_pairs(const struct lsets *ls, size_t budget)
+{
+    struct dp p = {.ls = ls, .budget = budget};
+    int64_t n = 0;
+
+    for (int32_t j = 1; j < ls->n; j++)
+        n += j - first_start(&p, j);
+    return n;
 }

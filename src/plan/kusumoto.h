@@ -22,6 +22,9 @@ struct dp_progress {
 remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
                            size_t budget, const struct dp_progress *pg, struct chain *c,
                            struct dp_result *res);
+/* The pairs of lower sets a run at budget B visits (its work: those whose block stays
+ * within the window of B). */
+int64_t kusumoto_pairs(const struct lsets *ls, size_t budget);
 /* The smallest B at which the DP is feasible (bisection to within 1e-5 relative). */
 remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out);

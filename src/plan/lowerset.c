@@ -1,6 +1,9 @@
 /*
  * lowerset.c - enumerating lower sets (approximate and exact families) and their
- * per-set quantities. A hash table of bitsets removes duplicates.
+ * per-set quantities, and the thinned family hybrid's sweep uses on large graphs. A
+ * hash table of bitsets removes duplicates. Measuring a family walks each set's nodes
+ * and their edges: O(sum of |L| + edges out of L), about n^2 / 2 node visits for the
+ * approximate family of a deep, chain-like network.
  */
 #include "plan/lowerset.h"
 
@@ -276,11 +279,81 @@ static size_t *set_bytes(const struct dag *d, const struct lsets *ls, size_t n)
     for (size_t i = 0; m && i < n; i++) {
         const uint64_t *b = lsets_bits(ls, (int32_t)i);
 
-        for (int32_t v = 0; v < d->n; v++)
-            if (bits_has(b, v))
-                m[i] += d->m[v];
+        for (int k = 0; k < ls->words; k++)
+            for (uint64_t x = b[k]; x; x &= x - 1)
+                m[i] += d->m[64 * k + __builtin_ctzll(x)];
     }
     return m;
+}
+
+/* Appends v to a CSR list of capacity *cap (grown by doubling). */
+static bool push_node(const remat_allocator *a, int32_t **list, size_t *cap, int32_t at,
+                      int32_t v)
+{
+    if ((size_t)at == *cap) {
+        size_t nc = *cap ? 2 * *cap : 1024;
+        int32_t *nl = core_realloc(a, *list, sizeof *nl * *cap, sizeof *nl * nc);
+
+        if (!nl)
+            return false;
+        *list = nl;
+        *cap = nc;
+    }
+    (*list)[at] = v;
+    return true;
+}
+
+/*
+ * The quantities of set i (the sets before it measured): M, T, m_out, its boundary
+ * and its maximal nodes (lsets_subset), appended to the CSR lists. One walk over its
+ * nodes' edges; the successors outside it listed as they are met, so that their
+ * other predecessors cost their own edges rather than a scan of every node. mark
+ * (3n, zero at first) stamps δ+(L), δ−(δ+(L)) and holds the list.
+ */
+static bool measure(const struct dag *d, struct lsets *ls, int32_t i, int32_t *mark)
+{
+    const uint64_t *b = lsets_bits(ls, i);
+    int32_t stamp = i + 1, *out = mark + 2 * (size_t)d->n, n_out = 0;
+    int32_t nb = ls->bd_at[i], nx = ls->mx_at[i]; /* where set i - 1's lists end */
+
+    for (int k = 0; k < ls->words; k++)
+        for (uint64_t x = b[k]; x; x &= x - 1) {
+            int32_t v = 64 * k + __builtin_ctzll(x);
+            bool out_succ = false, in_succ = false;
+
+            ls->m[i] += d->m[v];
+            ls->t[i] += d->t[v];
+            for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1]; e++) {
+                int32_t s = d->succ[e];
+
+                if (bits_has(b, s)) {
+                    in_succ = true;
+                    continue;
+                }
+                out_succ = true;
+                if (mark[s] == stamp)
+                    continue;
+                mark[s] = stamp; /* s ∈ δ+(L) */
+                out[n_out++] = s;
+                ls->m_out[i] += d->m[s];
+            }
+            if ((out_succ && !push_node(ls->al, &ls->bd, &ls->bd_cap, nb++, v)) ||
+                (!in_succ && !push_node(ls->al, &ls->mx, &ls->mx_cap, nx++, v)))
+                return false;
+        }
+    /* δ−(δ+(L)) \ L: the other predecessors of the successors. */
+    for (int32_t q = 0; q < n_out; q++)
+        for (int32_t e = d->pred_at[out[q]]; e < d->pred_at[out[q] + 1]; e++) {
+            int32_t u = d->pred[e];
+
+            if (!bits_has(b, u) && mark[d->n + u] != stamp) {
+                mark[d->n + u] = stamp; /* counted even when u ∈ δ+(L) too */
+                ls->m_out[i] += d->m[u];
+            }
+        }
+    ls->bd_at[i + 1] = nb;
+    ls->mx_at[i + 1] = nx;
+    return true;
 }
 
 /* Sorts the sets by M(L) and size (cmp_m_size), or with dfs keeps the numbering up to
@@ -288,7 +361,7 @@ static size_t *set_bytes(const struct dag *d, const struct lsets *ls, size_t n)
 static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs)
 {
     const remat_allocator *a = ls->al;
-    size_t w = (size_t)ls->words, n = (size_t)ls->n, n_all = n, nb = 0;
+    size_t w = (size_t)ls->words, n = (size_t)ls->n, n_all = n;
     int32_t *perm = core_calloc(a, n_all, sizeof *perm), *mark = NULL;
     uint64_t *bits = core_calloc(a, ls->cap * w, sizeof *bits);
     int32_t *size = core_calloc(a, ls->cap, sizeof *size);
@@ -328,66 +401,13 @@ static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs)
     ls->t = core_calloc(a, ls->cap, sizeof *ls->t);
     ls->m_out = core_calloc(a, ls->cap, sizeof *ls->m_out);
     ls->bd_at = core_calloc(a, ls->cap + 1, sizeof *ls->bd_at);
-    mark = core_calloc(a, 2 * (size_t)d->n + 1, sizeof *mark);
-    if (!ls->m || !ls->t || !ls->m_out || !ls->bd_at || !mark)
+    ls->mx_at = core_calloc(a, ls->cap + 1, sizeof *ls->mx_at);
+    mark = core_calloc(a, 3 * (size_t)d->n + 1, sizeof *mark);
+    if (!ls->m || !ls->t || !ls->m_out || !ls->bd_at || !ls->mx_at || !mark)
         goto nomem;
-    for (size_t i = 0; i < n; i++) {
-        const uint64_t *b = lsets_bits(ls, (int32_t)i);
-
-        for (int32_t v = 0; v < d->n; v++) {
-            bool in = bits_has(b, v), out_succ = false;
-
-            for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1] && in; e++)
-                out_succ = out_succ || !bits_has(b, d->succ[e]);
-            nb += out_succ;
-        }
-    }
-    ls->bd_cap = nb + 1;
-    ls->bd = core_calloc(a, ls->bd_cap, sizeof *ls->bd);
-    if (!ls->bd)
-        goto nomem;
-    nb = 0;
-    for (size_t i = 0; i < n; i++) {
-        const uint64_t *b = lsets_bits(ls, (int32_t)i);
-        int32_t stamp = (int32_t)i + 1;
-
-        ls->bd_at[i] = (int32_t)nb;
-        for (int32_t v = 0; v < d->n; v++) {
-            bool out_succ = false;
-
-            if (!bits_has(b, v))
-                continue;
-            ls->m[i] += d->m[v];
-            ls->t[i] += d->t[v];
-            for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1]; e++) {
-                int32_t s = d->succ[e];
-
-                if (bits_has(b, s))
-                    continue;
-                out_succ = true;
-                if (mark[s] == stamp)
-                    continue;
-                mark[s] = stamp; /* s ∈ δ+(L) */
-                ls->m_out[i] += d->m[s];
-            }
-            if (out_succ)
-                ls->bd[nb++] = v;
-        }
-        /* δ−(δ+(L)) \ L: the other predecessors of the successors. */
-        for (int32_t s = 0; s < d->n; s++) {
-            if (mark[s] != stamp)
-                continue;
-            for (int32_t e = d->pred_at[s]; e < d->pred_at[s + 1]; e++) {
-                int32_t u = d->pred[e];
-
-                if (!bits_has(b, u) && mark[d->n + u] != stamp) {
-                    mark[d->n + u] = stamp; /* counted even when u ∈ δ+(L) too */
-                    ls->m_out[i] += d->m[u];
-                }
-            }
-        }
-    }
-    ls->bd_at[n] = (int32_t)nb;
+    for (size_t i = 0; i < n; i++)
+        if (!measure(d, ls, (int32_t)i, mark))
+            goto nomem;
     goto out;
 nomem:
     st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory measuring lower sets");
@@ -395,49 +415,8 @@ out:
     core_free(a, perm, sizeof *perm * n_all);
     core_free(a, bits, sizeof *bits * ls->cap * w);
     core_free(a, size, sizeof *size * ls->cap);
-    core_free(a, mark, sizeof *mark * (2 * (size_t)d->n + 1));
+    core_free(a, mark, sizeof *mark * (3 * (size_t)d->n + 1));
     return st;
-}
-
-/* Whether node v of L (bits b) is maximal in it: none of its successors is in L. */
-static bool is_maximal(const struct dag *d, const uint64_t *b, int32_t v)
-{
-    for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1]; e++)
-        if (bits_has(b, d->succ[e]))
-            return false;
-    return true;
-}
-
-/* The maximal nodes of every set (lsets_subset): counted, then listed. */
-static remat_status find_maxima(const struct dag *d, struct lsets *ls)
-{
-    size_t total = 0, w = (size_t)ls->words;
-
-    ls->mx_at = core_calloc(ls->al, ls->cap + 1, sizeof *ls->mx_at);
-    if (!ls->mx_at)
-        goto nomem;
-    for (int pass = 0; pass < 2; pass++) {
-        total = 0;
-        for (int32_t i = 0; i < ls->n; i++) {
-            const uint64_t *b = lsets_bits(ls, i);
-
-            ls->mx_at[i] = (int32_t)total;
-            for (size_t k = 0; k < w; k++)
-                for (uint64_t x = b[k]; x; x &= x - 1) {
-                    int32_t v = (int32_t)(64 * k + (size_t)__builtin_ctzll(x));
-
-                    if (is_maximal(d, b, v) && pass == 1)
-                        ls->mx[total] = v;
-                    total += is_maximal(d, b, v);
-                }
-        }
-        ls->mx_at[ls->n] = (int32_t)total;
-        if (pass == 0 && !(ls->mx = core_calloc(ls->al, (ls->mx_cap = total + 1), sizeof *ls->mx)))
-            goto nomem;
-    }
-    return REMAT_OK;
-nomem:
-    return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory measuring lower sets");
 }
 
 remat_status lsets_build(const struct dag *d, enum lsets_family fam, const int32_t *key,
@@ -455,9 +434,81 @@ remat_status lsets_build(const struct dag *d, enum lsets_family fam, const int32
     core_free(ls->al, h.slot, sizeof *h.slot * h.cap);
     if (!st)
         st = finish(d, ls, fam == LS_EXACT_DFS);
-    if (!st)
-        st = find_maxima(d, ls);
     if (st)
         lsets_fini(ls);
     return st;
+}
+
+/* Copies set i of src to the end of out (its arrays sized for src's count). */
+static void copy_set(const struct lsets *src, int32_t i, struct lsets *out)
+{
+    int32_t k = out->n++, nb = out->bd_at[k], nx = out->mx_at[k];
+
+    memcpy(out->bits + (size_t)k * (size_t)out->words, lsets_bits(src, i),
+           sizeof *out->bits * (size_t)out->words);
+    out->size[k] = src->size[i];
+    out->m[k] = src->m[i];
+    out->t[k] = src->t[i];
+    out->m_out[k] = src->m_out[i];
+    for (int32_t q = src->bd_at[i]; q < src->bd_at[i + 1]; q++)
+        out->bd[nb++] = src->bd[q];
+    for (int32_t q = src->mx_at[i]; q < src->mx_at[i + 1]; q++)
+        out->mx[nx++] = src->mx[q];
+    out->bd_at[k + 1] = nb;
+    out->mx_at[k + 1] = nx;
+}
+
+/* M(∂(L_i)). */
+static size_t cut_bytes(const struct dag *d, const struct lsets *ls, int32_t i)
+{
+    size_t m = 0;
+
+    for (int32_t q = ls->bd_at[i]; q < ls->bd_at[i + 1]; q++)
+        m += d->m[ls->bd[q]];
+    return m;
+}
+
+remat_status lsets_thin(const struct dag *d, const struct lsets *src, int32_t max_sets,
+                        struct lsets *out)
+{
+    const remat_allocator *a = src->al;
+    size_t cap = (size_t)src->n + 1, step, total = src->m[src->n - 1];
+    int32_t best = -1;
+
+    REMAT_ASSERT(src->by_m && !src->sim && max_sets > 2);
+    memset(out, 0, sizeof *out);
+    out->al = a;
+    out->words = src->words;
+    out->by_m = true;
+    out->cap = cap;
+    out->bd_cap = (size_t)src->bd_at[src->n] + 1;
+    out->mx_cap = (size_t)src->mx_at[src->n] + 1;
+    out->bits = core_calloc(a, cap * (size_t)src->words, sizeof *out->bits);
+    out->size = core_calloc(a, cap, sizeof *out->size);
+    out->m = core_calloc(a, cap, sizeof *out->m);
+    out->t = core_calloc(a, cap, sizeof *out->t);
+    out->m_out = core_calloc(a, cap, sizeof *out->m_out);
+    out->bd_at = core_calloc(a, cap + 1, sizeof *out->bd_at);
+    out->bd = core_calloc(a, out->bd_cap, sizeof *out->bd);
+    out->mx_at = core_calloc(a, cap + 1, sizeof *out->mx_at);
+    out->mx = core_calloc(a, out->mx_cap, sizeof *out->mx);
+    if (!out->bits || !out->size || !out->m || !out->t || !out->m_out || !out->bd_at ||
+        !out->bd || !out->mx_at || !out->mx) {
+        lsets_fini(out);
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory thinning lower sets");
+    }
+    step = total / (size_t)(max_sets - 2) + 1;
+    copy_set(src, 0, out); /* ∅ */
+    for (int32_t i = 1; i < src->n - 1; i++) {
+        if (best < 0 || cut_bytes(d, src, i) < cut_bytes(d, src, best))
+            best = i;
+        if (src->m[i + 1] / step != src->m[best] / step) { /* the run of best ends */
+            copy_set(src, best, out);
+            best = -1;
+        }
+    }
+    if (best >= 0)
+        copy_set(src, best, out);
+    copy_set(src, src->n - 1, out); /* V */
+    return REMAT_OK;
 }

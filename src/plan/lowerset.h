@@ -68,5 +68,14 @@ enum lsets_family {
 remat_status lsets_build(const struct dag *d, enum lsets_family fam, const int32_t *key,
                          int64_t max_sets, struct lsets *ls);
 void lsets_fini(struct lsets *ls);
+/*
+ * A coarser family for large graphs: of src (sorted by M, without a model), ∅, V and
+ * in each run of sets whose M lies between the same two multiples of M(V) / (max_sets
+ * - 2) + 1 bytes the one of least boundary bytes (M(∂(L)), what a chain keeps there;
+ * ties to the first), so that a DP over it visits at most about max_sets^2 / 2 pairs
+ * and still cuts where the graph narrows. Its chains are chains of src.
+ */
+remat_status lsets_thin(const struct dag *d, const struct lsets *src, int32_t max_sets,
+                        struct lsets *out);
 
 #endif

@@ -116,6 +116,26 @@ static void gap_add(struct pass *p, const struct cand *c, bool remove)
         p->live[k] = remove ? p->live[k] - c->bytes : p->live[k] + c->bytes;
 }
 
+/* Every candidate's widest gap out at once (step 1): as gap_add on each, in one pass
+ * over differences instead of a walk over each gap (10^4 gaps of 10^4 steps). */
+static remat_status gaps_out(struct pass *p)
+{
+    const remat_allocator *a = tgraph_al(p->tg);
+    int64_t *dif = core_calloc(a, p->n + 1, sizeof *dif), run = 0;
+
+    if (!dif)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning the host tier");
+    for (int32_t i = 0; i < p->nc; i++)
+        if (p->c[i].x + 1 < p->c[i].z) {
+            dif[p->c[i].x + 1] += (int64_t)p->c[i].bytes;
+            dif[p->c[i].z] -= (int64_t)p->c[i].bytes;
+        }
+    for (size_t k = 0; k < p->n; k++)
+        p->live[k] -= (size_t)(run += dif[k]);
+    core_free(a, dif, sizeof *dif * (p->n + 1));
+    return REMAT_OK;
+}
+
 static size_t peak_of(const struct pass *p)
 {
     size_t m = 0;
@@ -277,8 +297,8 @@ remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const
             p.c[i].off = false;
     } else {
         qsort(p.c, (size_t)p.nc, sizeof *p.c, by_r1_desc);
-        for (int32_t i = 0; i < p.nc; i++)
-            gap_add(&p, &p.c[i], true);
+        if ((st = gaps_out(&p)))
+            goto out;
         peak = peak_of(&p);
         if (peak > *target)
             *target = peak; /* the least this schedule reaches: the caller compares */

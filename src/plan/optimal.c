@@ -1,11 +1,12 @@
 /*
  * optimal.c - the `optimal` strategy: the mixed-integer program of Checkmate (Jain et
  * al., MLSys 2020) over the forward and backward steps of the planners' graph, solved
- * with COIN-OR's Clp and CBC, then lowered to a schedule. This file holds the nodes and what each reads
- * (opt_init), the MILP's own memory accounting of a solution, its lowering, and
- * plan_optimal; the MILP's constraints and its solve are in optimal_milp.c, the
- * the hand-off to the solvers in optimal_cbc.c, the solutions found outside them in
- * optimal_heur.c, what they share in optimal.h.
+ * with COIN-OR's Clp and CBC, then lowered to a schedule. This file holds the nodes and
+ * what each reads (opt_init), the MILP's own memory accounting of a solution, its
+ * lowering, and plan_optimal; the MILP's constraints and its solve are in
+ * optimal_milp.c, the hand-off to the solvers in optimal_cbc.c, the solutions found
+ * outside them in optimal_heur.c, the retention bound in optimal_bound.c, what they
+ * share in optimal.h.
  *
  * Nodes. The forward nodes are the dag's nodes that are not views, 0 .. nf-1 in its
  * topological order. A view takes no memory: its FWD runs once, right after the first
@@ -50,33 +51,40 @@
  * Solving, within the time limit:
  *  1. Keeping everything that is read later, recomputing nothing: when that fits it is
  *     optimal (no cost) and no MILP is built.
- *  2. Heuristic solutions (optimal_heur.c), each a point of the MILP measured by the
- *     same accounting: keep sets (the nodes dearest to recompute per byte, every k-th
- *     node), the rest recomputed when a backward needs it and dropped after it or
- *     cached; then a local search over each node's choice (keep, drop, cache) and swaps
- *     of kept nodes, for at most a quarter of the time limit.
- *  3. The LP relaxation (Clp's dual simplex, optimal_cbc.c): its bound, and its S rounded at
- *     several thresholds and completed into solutions (Checkmate's two-phase rounding).
- *     When the best solution meets the bound, it is optimal.
- *  4. Branch and cut (CBC: one thread, fixed seeds) for the rest of the time, the best
+ *  2. The retention relaxation (optimal_bound.c): a program over the forward nodes alone
+ *     (keep a node from its stage to its last use, or pay for it once) whose optimum,
+ *     by CBC in a second or so even at a thousand nodes, bounds the MILP's from below;
+ *     its keep set is the first heuristic solution. At most a tenth of the time limit.
+ *  3. Heuristic solutions (optimal_heur.c), each a point of the MILP measured by the
+ *     same accounting: keep sets (the retention relaxation's, the nodes dearest to
+ *     recompute per byte, every k-th node), the rest recomputed when a backward needs it
+ *     and dropped after it or cached; then a local search over each node's choice (keep,
+ *     drop, cache) and swaps of kept nodes, for a quarter of the time left, or for all
+ *     of it when no MILP is built (below). When the best meets the bound, it is optimal.
+ *  4. The MILP, when it has at most OPT_MAX_CELLS R and S binaries (and the time left
+ *     is worth it, OPT_CELLS_PER_S): its LP relaxation
+ *     (Clp's dual simplex, optimal_cbc.c): its bound, and its S rounded at several
+ *     thresholds and completed into solutions (Checkmate's two-phase rounding); then
+ *     branch and cut (CBC: one thread, fixed seeds) for the rest of the time, the best
  *     solution so far handed to it as a MIP start.
  *  The plan is the solver's solution when it is better, else the best heuristic one;
- *  optimality_gap is (cost - best lower bound) / cost, 1 when no bound was reached
- *  (the relaxation alone can take minutes above ~100 nodes), 0 when proven.
+ *  optimality_gap is (cost - best lower bound) / cost, the bound the larger of the
+ *  retention relaxation's and CBC's (or Clp's); 1 when no bound was reached, 0 when
+ *  proven.
  * A budget of 0 (remat_plan's budget min) plans at the least MILP peak among the keep
- * sets of step 2 with recomputed values dropped: the least-peak plan found, not a proven
+ * sets of step 3 with recomputed values dropped: the least-peak plan found, not a proven
  * minimum, then the least cost at that peak.
  *
- * Sizes: at most 200 dag nodes (OPT_MAX_NODES), so nf, nb <= 200 and ns <= 400: R and S
- * binaries at most ns x nf, fewer after pruning, and F and U about (nodes + edges) per
- * stage. The limit stays at 200 because above it the model and its relaxation cost far
- * more than the plan is worth within a usable time limit: with the limit at 1,200,
- * `remat compare resnet152 --batch 32 --time-limit 20` took 67 s and 1.4 GB for a plan
- * recomputing 29 times the forward (the heuristics' fallback).
- * Measured: ResNet-50 (176 nodes) 155,000 columns, 256,000 rows, 0.7 million nonzeros;
- * ResNet-152 (516) 1.35 million columns, 2.2 million rows, 6.1 million nonzeros and
- * 1.4 GB in all; DenseNet-161 (568, dense skips) 21 million nonzeros. The LP relaxation
- * above ~100 nodes takes minutes, so there the plan is mostly the heuristics'.
+ * Sizes: at most 2,500 dag nodes (OPT_MAX_NODES): the heuristics measure each candidate
+ * in O(ns x nf + ns x edges) and hold six ns x nf arrays of bools (12 MB at 1,000
+ * nodes). The MILP is built only up to OPT_MAX_CELLS (250,000) R and S binaries: above
+ * that its LP relaxation alone does not finish within minutes. Measured (2 cores,
+ * loaded): ResNet-50 at batch 32 (176 nodes, 61,000 R and S binaries; 155,000 columns,
+ * 256,000 rows, 0.7 million nonzeros in all): the relaxation did not finish in 600 s by
+ * Clp's dual simplex, nor in 300 s by its presolve and initial solve, so there the plan
+ * and the gap come from steps 2 and 3. ResNet-152
+ * (516 nodes): 1.35 million columns, 2.2 million rows, 1.4 GB; a 1,000-node layered
+ * graph: 2 million R and S binaries, no MILP; its retention relaxation 0.8 s.
  * Everything but the solver's own allocations comes from the graph's allocator.
  */
 #include "plan/optimal.h"
@@ -85,7 +93,12 @@
 #include <math.h>
 #include <string.h>
 
-#define OPT_MAX_NODES 200
+#define OPT_MAX_NODES 2500    /* dag nodes; see "Sizes" above */
+#define OPT_MAX_CELLS 250000  /* R and S binaries above which no MILP is built */
+/* Nor is one built with less time left than its binaries / OPT_CELLS_PER_S seconds:
+ * building and loading it alone took about 1 s per 76,000 binaries (2 cores, loaded),
+ * and its relaxation no less; the heuristics get the time instead. */
+#define OPT_CELLS_PER_S 25000.0
 #define OPT_TRIES 3
 
 struct block {
@@ -411,15 +424,27 @@ static remat_status try_solution(const struct opt *o, const bool *R, const bool 
     return st;
 }
 
+/* The number of R and S binaries of the MILP, after pruning. */
+static size_t milp_cells(const struct opt *o)
+{
+    size_t n = 0;
+
+    for (int32_t s = 0; s < o->ns; s++)
+        for (int32_t i = 0; i < o->nf; i++)
+            n += (size_t)optimal_has_r(o, s, i) + (size_t)optimal_has_s(o, s, i);
+    return n;
+}
+
 /* The arrays of plan_optimal, from o's allocations. */
 static remat_status opt_arrays(struct opt *o, struct best *b, bool **R, bool **S,
-                               int32_t **order)
+                               int32_t **order, bool **keep)
 {
     size_t cells = (size_t)o->ns * (size_t)o->nf, nf = (size_t)o->nf;
 
     *R = optimal_take(o, cells, sizeof **R);
     *S = optimal_take(o, cells, sizeof **S);
     *order = optimal_take(o, nf, sizeof **order);
+    *keep = optimal_take(o, nf, sizeof **keep);
     b->R = optimal_take(o, cells, sizeof *b->R);
     b->S = optimal_take(o, cells, sizeof *b->S);
     b->rc = optimal_take(o, cells, sizeof *b->rc);
@@ -427,9 +452,33 @@ static remat_status opt_arrays(struct opt *o, struct best *b, bool **R, bool **S
     b->cache = optimal_take(o, nf, sizeof *b->cache);
     b->mode = optimal_take(o, nf, sizeof *b->mode);
     b->best_mode = optimal_take(o, nf, sizeof *b->best_mode);
-    if (!*R || !*S || !*order || !b->R || !b->S || !b->rc || !b->sc || !b->cache || !b->mode ||
-        !b->best_mode)
+    if (!*R || !*S || !*order || !*keep || !b->R || !b->S || !b->rc || !b->sc || !b->cache ||
+        !b->mode || !b->best_mode)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory building the optimal MILP");
+    return REMAT_OK;
+}
+
+/*
+ * Steps 2 and 3 of "Solving": the retention bound into b->lower (at most a tenth of the
+ * time left), then the heuristic solutions into b, its keep set first. *milp says
+ * whether the MILP follows: the search then leaves it three quarters of the time left.
+ */
+static remat_status first_solutions(struct opt *o, struct best *b, int32_t *order, bool *keep,
+                                    double budget, double unit, double t_end, bool *milp)
+{
+    size_t n = milp_cells(o);
+    bool kept = false, oom = false;
+
+    b->lower = optimal_retention(o, budget, unit,
+                                 core_seconds() + 0.1 * (t_end - core_seconds()), keep, &kept,
+                                 &oom);
+    if (oom)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory building the optimal MILP");
+    *milp = n <= OPT_MAX_CELLS && t_end - core_seconds() >= (double)n / OPT_CELLS_PER_S;
+    if (kept)
+        optimal_offer_keep(o, b, keep);
+    optimal_search(o, b, order,
+                   core_seconds() + (*milp ? 0.25 : 0.95) * (t_end - core_seconds()));
     return REMAT_OK;
 }
 
@@ -437,25 +486,27 @@ remat_status plan_optimal(const remat_tgraph *tg, const struct dag *d, size_t bu
                           double time_limit, remat_schedule **out, remat_plan_info *info)
 {
     double t_end = core_seconds() + time_limit, unit = 1, milp_budget = (double)budget + 0.5;
-    double recomputed = 0, overhead;
+    double recomputed = 0, overhead, scale;
     struct opt o;
-    struct best b = {.budget = budget};
+    struct best b = {.budget = budget, .lower = -1};
     struct solve sv = {false, false, -1};
     size_t cells, bound = 0, peak = 0, g_max = 0, worst = 0;
     int32_t *order;
-    bool *R, *S;
+    bool *R, *S, *keep, milp = false;
     remat_status st;
 
     *out = NULL;
     if (d->n > OPT_MAX_NODES)
-        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the optimal MILP has O(n^2) binaries; %d "
-                          "nodes is above its limit of %d", d->n, OPT_MAX_NODES);
-    if ((st = opt_init(&o, tg, d)) || (st = opt_arrays(&o, &b, &R, &S, &order)))
+        return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "optimal: its heuristics grow as nodes x "
+                          "stages; %d nodes is above its limit of %d", d->n, OPT_MAX_NODES);
+    if ((st = opt_init(&o, tg, d)) || (st = opt_arrays(&o, &b, &R, &S, &order, &keep)))
         goto out;
     cells = (size_t)o.ns * (size_t)o.nf;
+    scale = o.fwd_cost > 0 ? o.fwd_cost : 1;
     if (budget == 0) {
         optimal_order(&o, order);
-        budget = b.budget = optimal_least_peak(&o, &b, order);
+        budget = b.budget = optimal_least_peak(&o, &b, order,
+                                               core_seconds() + 0.25 * time_limit);
         milp_budget = (double)budget + 0.5;
     }
     for (int32_t k = 0; k < o.nb; k++)
@@ -479,10 +530,12 @@ remat_status plan_optimal(const remat_tgraph *tg, const struct dag *d, size_t bu
     }
     remat_schedule_free(*out);
     *out = NULL;
-    optimal_search(&o, &b, order, core_seconds() + 0.25 * time_limit);
     while (unit * 2048 < (double)budget)
         unit *= 2;
-    for (int tries = 0; tries < OPT_TRIES && core_seconds() < t_end; tries++) {
+    if ((st = first_solutions(&o, &b, order, keep, milp_budget, unit, t_end, &milp)))
+        goto out;
+    for (int tries = 0; milp && tries < OPT_TRIES && core_seconds() < t_end &&
+         !(b.found && b.cost / scale <= b.lower + 1e-9); tries++) {
         worst = 0;
         if ((st = optimal_solve(&o, &b, milp_budget, unit, t_end, R, S, &sv)) || !sv.found)
             break;
@@ -502,7 +555,12 @@ remat_status plan_optimal(const remat_tgraph *tg, const struct dag *d, size_t bu
     if (!b.found) {
         if (st)
             goto out;
-        st = worst == SIZE_MAX
+        st = !milp
+                 ? REMAT_FAIL(REMAT_ERR_INFEASIBLE, "optimal: no schedule within the "
+                              "activation budget of %zu bytes found in %.0f s (heuristics only: "
+                              "%zu binaries are too many for a MILP in that time; raise the "
+                              "time limit or the budget)", budget, time_limit, milp_cells(&o))
+             : worst == SIZE_MAX
                  ? REMAT_FAIL(REMAT_ERR_INVALID, "optimal: the solver's solution breaks a "
                               "dependency (its numerical tolerances)")
              : worst > budget
@@ -520,7 +578,8 @@ remat_status plan_optimal(const remat_tgraph *tg, const struct dag *d, size_t bu
     /* the solver found nothing better in time (or failed): the best heuristic solution. */
     memcpy(R, b.R, sizeof *R * cells);
     memcpy(S, b.S, sizeof *S * cells);
-    sv.proven = sv.bound >= 0 && b.cost / (o.fwd_cost > 0 ? o.fwd_cost : 1) <= sv.bound + 1e-9;
+    sv.bound = fmax(sv.bound, b.lower);
+    sv.proven = sv.bound >= 0 && b.cost / scale <= sv.bound + 1e-9;
     if ((st = try_solution(&o, R, S, out, &bound, &peak, &recomputed)))
         goto out;
     if (peak > bound || bound > budget) {

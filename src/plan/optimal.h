@@ -45,6 +45,7 @@ struct best {
     double cost;
     size_t budget;
     size_t peak;                /* the last candidate's MILP peak */
+    double lower;               /* a lower bound on the overhead found outside CBC, -1: none */
 };
 
 /* The outcome of a solve. */
@@ -143,15 +144,23 @@ void optimal_order(const struct opt *o, int32_t *order);
  * dearest to recompute per byte (every prefix) and of every k-th node, the others
  * dropped or cached; then, from the best, a local search that changes one node's mode
  * or swaps a kept node for another, until nothing improves or t_end (the keep sets
- * also stop at t_end, after the first two of each kind). The best that fits
+ * also stop at t_end, after the first two of each kind; above 300 nodes only those near
+ * where they stop fitting, found by bisection, and swaps of nodes at most 8 apart in
+ * topological order). The best that fits
  * b->budget is in b. order gets optimal_order's.
  */
 void optimal_search(const struct opt *o, struct best *b, int32_t *order, double t_end);
 
+/* Offers the keep set keep[] (kept nodes M_KEEP), the others dropped after the
+ * backward that needs them, then cached. */
+void optimal_offer_keep(const struct opt *o, struct best *b, const bool *keep);
+
 /* The least MILP peak among the heuristics' starting solutions (every keep set of
- * optimal_search, recomputed values dropped): the budget of the least-peak mode. order
- * is optimal_order's. Sets b->budget to 0, so b keeps no solution. */
-size_t optimal_least_peak(const struct opt *o, struct best *b, const int32_t *order);
+ * optimal_search, recomputed values dropped; those left at t_end, after the first two,
+ * are skipped): the budget of the least-peak mode. order is optimal_order's. Sets
+ * b->budget to 0, so b keeps no solution. */
+size_t optimal_least_peak(const struct opt *o, struct best *b, const int32_t *order,
+                          double t_end);
 
 /*
  * Checkmate's two-phase rounding: the kept values of the LP relaxation (x[cs[q]], the
@@ -180,7 +189,27 @@ enum lp_end optimal_relax(struct opt *o, const struct lp *lp, double t_end, doub
 enum lp_end optimal_branch(struct opt *o, const struct lp *lp, const double *start,
                            double t_end, double *x, bool *found, double *bound, bool *oom);
 
+/* ---------------------------------------------------------- optimal_bound.c */
+
+/*
+ * The retention relaxation's lower bound on the overhead under `budget` bytes (units of
+ * `unit`), by CBC until t_end; -1 when none was reached (or the relaxation has no
+ * solution). keep[i] gets whether its best solution keeps node i from its stage to its
+ * last use (*found: it has one). Sets *oom when out of memory.
+ */
+double optimal_retention(struct opt *o, double budget, double unit, double t_end, bool *keep,
+                         bool *found, bool *oom);
+
 /* ----------------------------------------------------------- optimal_milp.c */
+
+/* The lists of a MILP: init (entry 0 of the triplets pushed; lp->oom when out of
+ * memory), a column or a row (its number from 1; 0 and lp->oom when out of memory), a
+ * coefficient (none when i or j is 0), fini. */
+void optimal_lp_init(struct lp *lp, const remat_allocator *a);
+int optimal_lp_col(struct lp *lp, bool integer, double lb, double ub, double obj);
+int optimal_lp_row(struct lp *lp, double lb, double ub);
+void optimal_lp_nz(struct lp *lp, int i, int j, double v);
+void optimal_lp_fini(struct lp *lp);
 
 /*
  * Solves the MILP under `budget` bytes (coefficients in units of `unit` bytes) until

@@ -16,6 +16,10 @@
 
 #include <string.h>
 
+/* Above this many forward nodes, the keep sets are searched by bisection and a swap
+ * pairs only nodes at most 8 apart in topological order. */
+#define OPT_SCAN 300
+
 void optimal_trim(const struct opt *o, bool *R, bool *S)
 {
     int32_t nf = o->nf;
@@ -107,17 +111,16 @@ static bool offer(const struct opt *o, struct best *b, const bool *cache)
  * dropped after the stage (M_DROP) or kept for later ones (M_CACHE). */
 static bool offer_modes(const struct opt *o, struct best *b)
 {
-    for (int32_t i = 0; i < o->nf; i++)
-        b->cache[i] = b->mode[i] == M_CACHE;
-    for (int32_t s = 0; s < o->ns; s++)
-        for (int32_t i = 0; i < o->nf; i++) {
-            bool fwd = false;
+    for (int32_t i = 0; i < o->nf; i++) {
+        int32_t fwd = -1; /* the last forward reader */
 
-            for (int32_t e = o->us_at[i]; e < o->us_at[i + 1] && !fwd; e++)
-                fwd = o->us[e] >= s;
-            b->sc[(size_t)s * o->nf + i] =
-                optimal_has_s(o, s, i) && (fwd || (b->mode[i] == M_KEEP && s <= o->last_use[i]));
-        }
+        b->cache[i] = b->mode[i] == M_CACHE;
+        for (int32_t e = o->us_at[i]; e < o->us_at[i + 1]; e++)
+            fwd = o->us[e] > fwd ? o->us[e] : fwd;
+        for (int32_t s = 0; s < o->ns; s++)
+            b->sc[(size_t)s * o->nf + i] = optimal_has_s(o, s, i) &&
+                (s <= fwd || (b->mode[i] == M_KEEP && s <= o->last_use[i]));
+    }
     if (!offer(o, b, b->cache))
         return false;
     memcpy(b->best_mode, b->mode, sizeof *b->mode * (size_t)o->nf);
@@ -140,24 +143,64 @@ void optimal_order(const struct opt *o, int32_t *order)
         }
 }
 
+void optimal_offer_keep(const struct opt *o, struct best *b, const bool *keep)
+{
+    for (uint8_t rest = M_DROP; rest <= M_CACHE; rest += M_CACHE - M_DROP) {
+        for (int32_t i = 0; i < o->nf; i++)
+            b->mode[i] = keep[i] ? M_KEEP : rest;
+        offer_modes(o, b);
+    }
+}
+
+/* Offers the keep set of kind `every` (true: every k-th node; false: the first k of
+ * order), the others `rest`; whether its peak fits the budget. */
+static bool offer_set(const struct opt *o, struct best *b, const int32_t *order, bool every,
+                      int32_t k, uint8_t rest)
+{
+    memset(b->mode, rest, sizeof *b->mode * (size_t)o->nf);
+    for (int32_t q = 0; q < o->nf; q++)
+        if (every ? q % k == k - 1 : q < k)
+            b->mode[every ? q : order[q]] = M_KEEP;
+    offer_modes(o, b);
+    return b->peak <= b->budget;
+}
+
+/*
+ * The keep sets of one kind, k from lo to hi, the others `rest`. On large graphs
+ * (above OPT_SCAN nodes) only a window around where they stop fitting, found by
+ * bisection (the peak grows with what is kept: with k for prefixes, against k for
+ * every k-th node), as each costs O(ns x nf).
+ */
+static void offer_sets(const struct opt *o, struct best *b, const int32_t *order, bool every,
+                       uint8_t rest, double t_end)
+{
+    int32_t lo = every ? 2 : 0, hi = o->nf, a = lo, z = hi;
+
+    if (o->nf > OPT_SCAN) {
+        while (z - a > 1 && core_seconds() < t_end) { /* fits at one end, not the other */
+            int32_t m = a + (z - a) / 2;
+
+            if (offer_set(o, b, order, every, m, rest) != every)
+                a = m;
+            else
+                z = m;
+        }
+        lo = a - OPT_SCAN / 20 > lo ? a - OPT_SCAN / 20 : lo;
+        hi = a + OPT_SCAN / 20 < hi ? a + OPT_SCAN / 20 : hi;
+    }
+    for (int32_t k = lo; k <= hi && (k < lo + 2 || core_seconds() < t_end); k++)
+        offer_set(o, b, order, every, k, rest);
+}
+
 void optimal_search(const struct opt *o, struct best *b, int32_t *order, double t_end)
 {
-    int32_t nf = o->nf;
+    int32_t nf = o->nf, near = nf > OPT_SCAN ? 8 : nf;
     bool better = true;
 
     optimal_order(o, order);
     for (uint8_t rest = M_DROP; rest <= M_CACHE; rest += M_CACHE - M_DROP) {
-        memset(b->mode, rest, sizeof *b->mode * (size_t)nf);
-        for (int32_t q = 0; q <= nf && (q < 2 || core_seconds() < t_end); q++) {
-            if (q > 0)
-                b->mode[order[q - 1]] = M_KEEP;
-            offer_modes(o, b);
-        }
-        for (int32_t k = 2; k <= nf && (k < 3 || core_seconds() < t_end); k++) {
-            for (int32_t i = 0; i < nf; i++)
-                b->mode[i] = i % k == k - 1 ? M_KEEP : rest;
-            offer_modes(o, b);
-        }
+        offer_sets(o, b, order, false, rest, t_end);
+        offer_sets(o, b, order, true, rest, t_end);
     }
     while (b->found && better && core_seconds() < t_end) {
         better = false;
@@ -171,7 +214,7 @@ void optimal_search(const struct opt *o, struct best *b, int32_t *order, double 
                 better = (m != was && offer_modes(o, b)) || better;
             }
             for (int32_t j = 0; j < nf && was != M_KEEP && b->best_mode[i] == was; j++) {
-                if (b->best_mode[j] != M_KEEP)
+                if (b->best_mode[j] != M_KEEP || j < i - near || j > i + near)
                     continue;
                 memcpy(b->mode, b->best_mode, sizeof *b->mode * (size_t)nf);
                 b->mode[i] = M_KEEP; /* swap */
@@ -182,12 +225,13 @@ void optimal_search(const struct opt *o, struct best *b, int32_t *order, double 
     }
 }
 
-size_t optimal_least_peak(const struct opt *o, struct best *b, const int32_t *order)
+size_t optimal_least_peak(const struct opt *o, struct best *b, const int32_t *order,
+                          double t_end)
 {
     size_t least = SIZE_MAX;
 
     b->budget = 0; /* offer_modes completes the solution, and keeps none */
-    for (int32_t f = 0; f <= 2 * o->nf; f++) {
+    for (int32_t f = 0; f <= 2 * o->nf && (f < 2 || core_seconds() < t_end); f++) {
         memset(b->mode, M_DROP, sizeof *b->mode * (size_t)o->nf);
         for (int32_t q = 0; q < f && f <= o->nf; q++) /* a prefix of order */
             b->mode[order[q]] = M_KEEP;

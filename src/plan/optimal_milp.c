@@ -20,17 +20,17 @@
  * Objective: minimize sum over s, i != s of T_i R[s][i], divided by the forward cost:
  * the recomputation overhead.
  *
- * Sizes: R and S binaries at most ns x nf (ns <= 400 stages, nf <= 200 forward
- * nodes), fewer after pruning: at ResNet-50's 176 nodes about 0.16 million columns; F
- * and U about (nodes + edges) per stage. The solvers' own allocations aside, everything
- * comes from the graph's allocator.
+ * Sizes: R and S binaries at most ns x nf, fewer after pruning, and built only up to
+ * OPT_MAX_CELLS of them (optimal.c): at ResNet-50's 176 nodes 61,000 of them and about
+ * 0.16 million columns in all; F and U about (nodes + edges) per stage. The solvers' own
+ * allocations aside, everything comes from the graph's allocator.
  */
 #include "plan/optimal.h"
 
 #include <float.h>
 #include <math.h>
 
-static int lp_col(struct lp *lp, bool integer, double lb, double ub, double obj)
+int optimal_lp_col(struct lp *lp, bool integer, double lb, double ub, double obj)
 {
     struct lp_col *c = vec_push(&lp->cols);
 
@@ -42,7 +42,7 @@ static int lp_col(struct lp *lp, bool integer, double lb, double ub, double obj)
     return (int)lp->cols.n;
 }
 
-static int lp_row(struct lp *lp, double lb, double ub)
+int optimal_lp_row(struct lp *lp, double lb, double ub)
 {
     struct lp_row *r = vec_push(&lp->rows);
 
@@ -54,8 +54,7 @@ static int lp_row(struct lp *lp, double lb, double ub)
     return (int)lp->rows.n;
 }
 
-/* Adds coefficient v of column j in row i (both distinct per row by construction). */
-static void lp_nz(struct lp *lp, int i, int j, double v)
+void optimal_lp_nz(struct lp *lp, int i, int j, double v)
 {
     int *pi, *pj;
     double *pv;
@@ -92,18 +91,18 @@ static void lp_frees(const struct opt *o, struct lp *lp, const int *cr, const in
                     optimal_is_fixed(o, s, o->us[e]);
         if (never || o->mk[i] == 0)
             continue;
-        f = lp_col(lp, false, 0, 1, 0);
+        f = optimal_lp_col(lp, false, 0, 1, 0);
         if (!optimal_is_fixed(o, s, x)) {
-            int r = lp_row(lp, -DBL_MAX, 0);
+            int r = optimal_lp_row(lp, -DBL_MAX, 0);
 
-            lp_nz(lp, r, f, 1);
-            lp_nz(lp, r, cr[(size_t)s * nf + x], -1);
+            optimal_lp_nz(lp, r, f, 1);
+            optimal_lp_nz(lp, r, cr[(size_t)s * nf + x], -1);
         }
         if (optimal_has_s(o, s + 1, i)) {
-            int r = lp_row(lp, -DBL_MAX, 1);
+            int r = optimal_lp_row(lp, -DBL_MAX, 1);
 
-            lp_nz(lp, r, f, 1);
-            lp_nz(lp, r, cs[(size_t)(s + 1) * nf + i], 1);
+            optimal_lp_nz(lp, r, f, 1);
+            optimal_lp_nz(lp, r, cs[(size_t)(s + 1) * nf + i], 1);
         }
         for (int32_t e = o->us_at[i]; e < o->us_at[i + 1]; e++) {
             int32_t j = o->us[e];
@@ -111,11 +110,11 @@ static void lp_frees(const struct opt *o, struct lp *lp, const int *cr, const in
 
             if (j <= x || !optimal_has_r(o, s, j))
                 continue;
-            r = lp_row(lp, -DBL_MAX, 1);
-            lp_nz(lp, r, f, 1);
-            lp_nz(lp, r, cr[(size_t)s * nf + j], 1);
+            r = optimal_lp_row(lp, -DBL_MAX, 1);
+            optimal_lp_nz(lp, r, f, 1);
+            optimal_lp_nz(lp, r, cr[(size_t)s * nf + j], 1);
         }
-        lp_nz(lp, row, f, (double)o->mk[i] / unit);
+        optimal_lp_nz(lp, row, f, (double)o->mk[i] / unit);
     }
 }
 
@@ -133,10 +132,10 @@ static void lp_build(const struct opt *o, struct lp *lp, double budget, double u
 
             cr[at] = cs[at] = 0;
             if (optimal_has_r(o, s, i))
-                cr[at] = optimal_is_fixed(o, s, i) ? lp_col(lp, true, 1, 1, 0)
-                                          : lp_col(lp, true, 0, 1, o->t[i] / scale);
+                cr[at] = optimal_is_fixed(o, s, i) ? optimal_lp_col(lp, true, 1, 1, 0)
+                                          : optimal_lp_col(lp, true, 0, 1, o->t[i] / scale);
             if (optimal_has_s(o, s, i))
-                cs[at] = lp_col(lp, true, 0, 1, 0);
+                cs[at] = optimal_lp_col(lp, true, 0, 1, 0);
         }
     if (lp->oom)
         return;
@@ -151,22 +150,22 @@ static void lp_build(const struct opt *o, struct lp *lp, double budget, double u
                 continue;
             for (int32_t e = o->rd_at[j]; e < o->rd_at[j + 1]; e++) {
                 int32_t i = o->rd[e];
-                int row = lp_row(lp, -DBL_MAX, 0);
+                int row = optimal_lp_row(lp, -DBL_MAX, 0);
 
                 REMAT_ASSERT(r[i]);
-                lp_nz(lp, row, r[j], 1);
-                lp_nz(lp, row, r[i], -1);
-                lp_nz(lp, row, sv[i], -1);
+                optimal_lp_nz(lp, row, r[j], 1);
+                optimal_lp_nz(lp, row, r[i], -1);
+                optimal_lp_nz(lp, row, sv[i], -1);
             }
         }
         if (s >= nf)
             for (int32_t e = o->br_at[s - nf]; e < o->br_at[s - nf + 1]; e++) {
                 int32_t i = o->br[e];
-                int row = lp_row(lp, 1, DBL_MAX);
+                int row = optimal_lp_row(lp, 1, DBL_MAX);
 
                 REMAT_ASSERT(r[i]);
-                lp_nz(lp, row, r[i], 1);
-                lp_nz(lp, row, sv[i], 1);
+                optimal_lp_nz(lp, row, r[i], 1);
+                optimal_lp_nz(lp, row, sv[i], 1);
             }
         /* What is kept into a stage was there in the stage before. */
         for (int32_t i = 0; s > 0 && i < nf; i++) {
@@ -174,11 +173,11 @@ static void lp_build(const struct opt *o, struct lp *lp, double budget, double u
 
             if (!sv[i])
                 continue;
-            row = lp_row(lp, -DBL_MAX, 0);
+            row = optimal_lp_row(lp, -DBL_MAX, 0);
             REMAT_ASSERT(cr[(size_t)(s - 1) * nf + i]);
-            lp_nz(lp, row, sv[i], 1);
-            lp_nz(lp, row, cr[(size_t)(s - 1) * nf + i], -1);
-            lp_nz(lp, row, cs[(size_t)(s - 1) * nf + i], -1);
+            optimal_lp_nz(lp, row, sv[i], 1);
+            optimal_lp_nz(lp, row, cr[(size_t)(s - 1) * nf + i], -1);
+            optimal_lp_nz(lp, row, cs[(size_t)(s - 1) * nf + i], -1);
         }
         /* Memory at each position: the forward nodes that may run, then the backward. */
         for (int32_t x = 0; x <= nf; x++) {
@@ -189,19 +188,19 @@ static void lp_build(const struct opt *o, struct lp *lp, double budget, double u
             if (bwd ? s < nf : !r[x])
                 continue;
             cap = (budget - (double)optimal_grad_at(o, s, bwd)) / unit;
-            u = lp_col(lp, false, -DBL_MAX, cap, 0);
-            row = lp_row(lp, 0, 0);
-            lp_nz(lp, row, u, 1);
+            u = optimal_lp_col(lp, false, -DBL_MAX, cap, 0);
+            row = optimal_lp_row(lp, 0, 0);
+            optimal_lp_nz(lp, row, u, 1);
             if (prev < 0) {
                 for (int32_t i = 0; i < nf; i++)
-                    lp_nz(lp, row, sv[i], -(double)o->mk[i] / unit);
+                    optimal_lp_nz(lp, row, sv[i], -(double)o->mk[i] / unit);
             } else {
-                lp_nz(lp, row, u_prev, -1);
-                lp_nz(lp, row, r[prev], (double)(o->m[prev] - o->mk[prev]) / unit);
+                optimal_lp_nz(lp, row, u_prev, -1);
+                optimal_lp_nz(lp, row, r[prev], (double)(o->m[prev] - o->mk[prev]) / unit);
                 lp_frees(o, lp, cr, cs, s, prev, row, unit);
             }
             if (!bwd)
-                lp_nz(lp, row, r[x], -(double)o->m[x] / unit);
+                optimal_lp_nz(lp, row, r[x], -(double)o->m[x] / unit);
             prev = x;
             u_prev = u;
         }
@@ -271,7 +270,17 @@ static remat_status branch(struct opt *o, struct best *b, const struct lp *lp, c
     return REMAT_OK; /* out of time: nothing found */
 }
 
-static void lp_fini(struct lp *lp)
+void optimal_lp_init(struct lp *lp, const remat_allocator *a)
+{
+    vec_init(&lp->cols, sizeof(struct lp_col), a);
+    vec_init(&lp->rows, sizeof(struct lp_row), a);
+    vec_init(&lp->ia, sizeof(int), a);
+    vec_init(&lp->ja, sizeof(int), a);
+    vec_init(&lp->ar, sizeof(double), a);
+    lp->oom = !vec_push(&lp->ia) || !vec_push(&lp->ja) || !vec_push(&lp->ar);
+}
+
+void optimal_lp_fini(struct lp *lp)
 {
     vec_fini(&lp->cols);
     vec_fini(&lp->rows);
@@ -291,22 +300,18 @@ remat_status optimal_solve(struct opt *o, struct best *b, double budget, double 
     bool oom = false;
     enum lp_end end;
 
-    *sv = (struct solve){false, false, -1};
-    vec_init(&lp.cols, sizeof(struct lp_col), o->a);
-    vec_init(&lp.rows, sizeof(struct lp_row), o->a);
-    vec_init(&lp.ia, sizeof(int), o->a);
-    vec_init(&lp.ja, sizeof(int), o->a);
-    vec_init(&lp.ar, sizeof(double), o->a);
-    lp.oom = !cr || !cs || !vec_push(&lp.ia) || !vec_push(&lp.ja) || !vec_push(&lp.ar);
+    *sv = (struct solve){false, false, b->lower};
+    optimal_lp_init(&lp, o->a);
+    lp.oom = lp.oom || !cr || !cs;
     if (!lp.oom)
         lp_build(o, &lp, budget, unit, cr, cs);
     x = lp.oom ? NULL : optimal_take(o, lp.cols.n, sizeof *x);
     if (!x) {
-        lp_fini(&lp);
+        optimal_lp_fini(&lp);
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory building the optimal MILP");
     }
-    if (core_seconds() >= t_end)
-        goto out; /* building took the time left: nothing found */
+    if (core_seconds() >= t_end || (b->found && b->cost / scale <= sv->bound + 1e-9))
+        goto out; /* building took the time left (nothing found), or b is proven */
     /* The LP relaxation: its bound, and its kept values rounded into solutions. */
     end = optimal_relax(o, &lp, t_end, x, &relax, &oom);
     if (oom)
@@ -318,12 +323,12 @@ remat_status optimal_solve(struct opt *o, struct best *b, double budget, double 
                         "(numerical trouble)");
     if (st || end != LP_DONE) /* out of time: nothing found */
         goto out;
-    sv->bound = relax;
+    sv->bound = fmax(sv->bound, relax);
     optimal_round(o, b, cs, x);
     if (b->found && b->cost / scale <= sv->bound + 1e-9)
         goto out; /* the relaxation proves the heuristic optimal */
     st = branch(o, b, &lp, cr, cs, t_end, x, R, S, sv);
 out:
-    lp_fini(&lp);
+    optimal_lp_fini(&lp);
     return st;
 }

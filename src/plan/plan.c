@@ -222,9 +222,15 @@ static remat_status plan_heuristic(const remat_tgraph *tg, const remat_plan_opts
  * some graphs (a backward stage's gradients are all counted at once), so on those its
  * proven optimum is not the simulator's. The plan returned is the best known.
  */
+#define OTHERS_DP_MAX_VALUES 400
+
 static remat_status best_of_others(const remat_tgraph *tg, size_t budget, remat_schedule **out,
                                    remat_plan_info *info)
 {
+    /* The DPs take minutes on graphs of a thousand nodes (lower sets by the ten thousand,
+     * each pair judged by the simulator's model), far past the MILP's time limit: above
+     * OTHERS_DP_MAX_VALUES only the heuristics are tried. */
+    bool big = tg->n_values > OTHERS_DP_MAX_VALUES;
     remat_sim_result best;
     remat_status st;
 
@@ -238,6 +244,8 @@ static remat_status best_of_others(const remat_tgraph *tg, size_t budget, remat_
         remat_schedule *c = NULL;
         remat_sim_result r;
 
+        if (big && o.strategy >= REMAT_STRATEGY_APPROX_TC && o.strategy <= REMAT_STRATEGY_EXACT_MC)
+            continue;
         if (budget >= SIZE_MAX / 4 || remat_plan(tg, &o, &c, NULL) || remat_sim_run(tg, c, &r) ||
             r.activation_peak_bytes > budget || r.overhead >= best.overhead) {
             remat_schedule_free(c);
