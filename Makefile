@@ -99,8 +99,8 @@ $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
 $(GEN)/onnx.pb-c.o: $(GEN)/onnx.pb-c.c
 	$(CC) $(filter-out $(WARN),$(CFLAGS)) -w -I$(GEN) -c $< -o $@
 
-$(BUILD)/src/io/onnx.o $(BUILD)/src/io/onnx_ops.o: CFLAGS += -I$(GEN)
-$(BUILD)/src/io/onnx.o $(BUILD)/src/io/onnx_ops.o: | $(GEN)/onnx.pb-c.h
+$(BUILD)/src/io/onnx.o $(BUILD)/src/io/onnx_ops.o $(BUILD)/src/io/onnx_rnn_src.o: CFLAGS += -I$(GEN)
+$(BUILD)/src/io/onnx.o $(BUILD)/src/io/onnx_ops.o $(BUILD)/src/io/onnx_rnn_src.o: | $(GEN)/onnx.pb-c.h
 
 # the per-sample kernels' batch split (src/kernels/cpu/split.c) uses OpenMP pragmas
 $(BUILD)/src/kernels/cpu/split.o: CFLAGS += -fopenmp

@@ -118,7 +118,10 @@ typedef struct remat_allocator {
     X(SOFTMAX_LAST, "softmax_last")                                                      \
     X(EMBEDDING, "embedding")                                                            \
     X(TOKEN_CE, "token_ce")                                                              \
-    X(TANH, "tanh")
+    X(TANH, "tanh")                                                                      \
+    X(HARD_SIGMOID, "hard_sigmoid")                                                      \
+    X(HARD_SWISH, "hard_swish")                                                          \
+    X(REDUCE_SUM, "reduce_sum")
 
 typedef enum remat_op {
 #define REMAT_X_ENUM(e, s) REMAT_OP_##e,
@@ -168,7 +171,12 @@ const char *remat_op_name(remat_op op);
  *       logits' leading shape, remat_graph_tokens), output the mean over the targets
  *       that are not negative of -log softmax(logits)[target], shape (1); a negative
  *       target is ignored (PyTorch's cross_entropy with ignore_index), 0 when none
- *       counts.
+ *       counts;
+ *   hard_sigmoid: alpha, beta (alpha 0 means 1/6 and 1/2: PyTorch's Hardsigmoid):
+ *       min(1, max(0, alpha x + beta)), as ONNX's HardSigmoid;
+ *   hard_swish: x hard_sigmoid(x) with 1/6 and 1/2 (PyTorch's Hardswish);
+ *   reduce_sum: ndim, shape: the output's shape, the input's rank (1 to 4) with 1 on
+ *       each axis summed over; scale multiplies the sums (0 means 1; 1/count: a mean).
  */
 typedef struct remat_attrs {
     int64_t out_channels;
@@ -183,6 +191,7 @@ typedef struct remat_attrs {
     float eps, momentum, p;
     float clip_min, clip_max;   /* clip: both 0 means [0, 6] (ReLU6) */
     float alpha;                /* leaky_relu's negative slope; 0 means 0.01 */
+    float beta;                 /* hard_sigmoid's offset (alpha its slope) */
     int32_t perm[4];            /* transpose: output dim i is input dim perm[i]; all 0
                                    means reversed (ONNX's default) */
     int64_t out_h, out_w;

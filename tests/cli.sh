@@ -215,7 +215,7 @@ x = helper.make_tensor_value_info('x', TensorProto.FLOAT, [2, 3])
 y = helper.make_tensor_value_info('y', TensorProto.FLOAT, [2, 3])
 nodes = [helper.make_node('Relu', ['x'], ['a'], name='relu0'),
          helper.make_node('Erf', ['a'], ['b'], name='erf0'),
-         helper.make_node('Tanh', ['b'], ['c'], name='tanh0'),
+         helper.make_node('Softsign', ['b'], ['c'], name='softsign0'),
          helper.make_node('Erf', ['c'], ['d'], name='erf1'),
          helper.make_node('Foo', ['d'], ['e'], name='foo0', domain='com.example'),
          helper.make_node('Erf', ['e'], ['y'], name='erf2')]
@@ -225,7 +225,7 @@ open(sys.argv[1], 'wb').write(m.SerializeToString())
 PYEOF
 then
     # (Erf is read where it makes a GELU, so only the two others are listed)
-    expect_error "every unsupported op at once" "gaps.onnx: 2 op types remat does not read at opset 13, in 2 nodes (docs/onnx.md lists those it reads): Tanh x1 (first: node 2 'tanh0'), com.example:Foo x1 (first: node 4 'foo0')" $REMAT plan "$tmp/gaps.onnx"
+    expect_error "every unsupported op at once" "gaps.onnx: 2 op types remat does not read at opset 13, in 2 nodes (docs/onnx.md lists those it reads): Softsign x1 (first: node 2 'softsign0'), com.example:Foo x1 (first: node 4 'foo0')" $REMAT plan "$tmp/gaps.onnx"
 else
     skip "every unsupported op at once" "python3-onnx cannot write a model"
 fi
@@ -435,9 +435,59 @@ fi
 
 # plan --check: an ONNX model's coverage (tools/make_onnx_gap.py made the fixture)
 out=$($REMAT plan tests/data/onnx_gap.onnx --check 2>&1); rc=$?
-if [ $rc -eq 1 ] && echo "$out" | grep -q "Tanh x2 (first: node 0 'tanh0')" &&
+if [ $rc -eq 1 ] && echo "$out" | grep -q "Softsign x2 (first: node 0 'softsign0')" &&
    echo "$out" | grep -q "Elu x1 (first: node 3 'elu')"; then ok "plan --check lists the gaps"
 else fail "plan --check lists the gaps" "rc $rc: $out"; fi
+# The tanh GELU (PyTorch's export and the hand-written form) and opset 13's Hardswish
+# (HardSigmoid times x) each read as one op: as many remat ops as the erf GELU and
+# opset 14's HardSwish op give
+if "$PY" - "$tmp" <<'PYEOF' >/dev/null 2>&1
+import math, sys, torch
+import torch.nn.functional as F
+acts = {"erf": F.gelu, "tanh": lambda x: F.gelu(x, approximate="tanh"),
+        "hand": lambda x: 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * torch.pow(x, 3)))),
+        "hswish13": F.hardswish, "hswish14": F.hardswish}
+for name, act in acts.items():
+    lin, head = torch.nn.Linear(4, 6), torch.nn.Linear(6, 3)
+    m = torch.nn.Sequential(lin, torch.nn.Module(), head)
+    m[1].forward = act
+    torch.onnx.export(m, torch.randn(2, 4), "%s/act_%s.onnx" % (sys.argv[1], name),
+                      opset_version=14 if name == "hswish14" else 13,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+PYEOF
+then
+    n_ops() { $REMAT plan "$tmp/act_$1.onnx" --check --json 2>&1 | sed -n 's/.*"ops":\([0-9]*\).*/\1/p'; }
+    erf=$(n_ops erf); tanh=$(n_ops tanh); hand=$(n_ops hand); h13=$(n_ops hswish13); h14=$(n_ops hswish14)
+    if [ -n "$erf" ] && [ "$tanh" = "$erf" ] && [ "$hand" = "$erf" ] && [ -n "$h14" ] && [ "$h13" = "$h14" ]; then
+        ok "tanh GELU and opset 13's Hardswish read as one op"
+    else fail "tanh GELU and opset 13's Hardswish read as one op" "ops: erf $erf, tanh $tanh, hand $hand, hardswish 13 $h13, 14 $h14"; fi
+else
+    skip "tanh GELU and opset 13's Hardswish read as one op" "no PyTorch for python3"
+fi
+# The plain-PyTorch GPT of tools/onnx_tf_reference.py with GPT-2's 1024 positions, read
+# from ONNX, against the zoo's gpt2 of its configuration: the same parameters and
+# activation peak; its fused (D, 3D) projection split into q, k, v is one linear layer
+# and three crops (copies) where the zoo has three linear layers: 3 more ops and one
+# more value per layer, nothing else (docs/onnx.md)
+if "$PY" - "$tmp/gpt1024.onnx" <<'PYEOF' >/dev/null 2>&1
+import sys, torch
+sys.path.insert(0, "tools")
+import onnx_tf_reference as R
+m = R.GPT()
+m.wpe = torch.nn.Embedding(1024, 32)
+torch.onnx.export(m.train(), torch.randint(0, 64, (2, 16)), sys.argv[1], opset_version=14,
+                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+PYEOF
+then
+    shape() { $REMAT plan "$@" --batch 2 2>&1 | sed -n 's/^parameters *//p; s/^values *\([0-9]*\) planned, \([0-9]*\) ops/\1 \2/p; s/^activation peak *\([0-9,]*\) bytes.*/\1/p' | tr '\n' ' '; }
+    got=$(shape "$tmp/gpt1024.onnx")
+    zoo=$(shape gpt2 --layers 2 --width 32 --heads 4 --seq-len 16 --vocab 64 --dropout 0)
+    want=$(echo "$zoo" | awk '{ print $1, $2 + 2, $3 + 6, $4 }')
+    if [ -n "$zoo" ] && [ "$(echo $got)" = "$want" ]; then ok "exported GPT against the zoo's gpt2"
+    else fail "exported GPT against the zoo's gpt2" "onnx: $got; zoo: $zoo (params, values, ops, peak)"; fi
+else
+    skip "exported GPT against the zoo's gpt2" "no PyTorch for python3"
+fi
 out=$($REMAT plan tests/data/tiny.onnx --check --json 2>&1); rc=$?
 if [ $rc -eq 0 ] && echo "$out" | grep -q '"supported":true,"unsupported":\[\]'; then
     ok "plan --check --json: all supported"

@@ -26,6 +26,8 @@
 
 
 static char tmp_root[64];
+/* tools/onnx_reference.py's export option ("--opset N"), or "" (its default) */
+static char export_opset[16];
 
 static bool have_torch(void)
 {
@@ -40,8 +42,8 @@ static bool export_model(const char *model, int size, int batch, const char *dir
 
     const char *seed = getenv("REMAT_SEED");
 
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/onnx_reference.py %s %d %d %s %s "
-             "--seed %s >%s/export.log 2>&1", model, size, batch, dir, extra,
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/onnx_reference.py %s %d %d %s %s %s "
+             "--seed %s >%s/export.log 2>&1", model, size, batch, dir, extra, export_opset,
              seed && *seed ? seed : "1", tmp_root);
     if (system(cmd) != 0) {
         char log[600];
@@ -314,7 +316,9 @@ static void check_model(const char *model, int size, int batch)
     struct group ref = {0}, g32 = {0};
     double torch32;
 
-    snprintf(dir, sizeof dir, "%s/%s", tmp_root, model);
+    snprintf(dir, sizeof dir, "%s/%s%s", tmp_root, model, export_opset);
+    for (char *c = dir + strlen(tmp_root); *c; c++)
+        *c = *c == ' ' ? '_' : *c; /* "--opset 13" in a folder name */
     if (!export_model(model, size, batch, dir, "")) {
         CHECK(false, "%s: tools/onnx_reference.py failed", model);
         return;

@@ -511,6 +511,12 @@ static void test_ops(void)
     op_cases("leaky_relu", REMAT_OP_LEAKY_RELU, 1, &x4, &(remat_attrs){.alpha = 0.1f});
     op_cases("sigmoid", REMAT_OP_SIGMOID, 1, &x4, NULL);
     op_cases("tanh", REMAT_OP_TANH, 1, &x4, NULL);
+    op_cases("hard_sigmoid", REMAT_OP_HARD_SIGMOID, 1, &x4, NULL);
+    op_cases("hard_sigmoid 0.5 x + 0.6", REMAT_OP_HARD_SIGMOID, 1, &x4,
+             &(remat_attrs){.alpha = 0.5f, .beta = 0.6f});
+    op_cases("hard_swish", REMAT_OP_HARD_SWISH, 1, &x4, NULL);
+    op_cases("reduce_sum axes 1, 3", REMAT_OP_REDUCE_SUM, 1, &x4,
+             &(remat_attrs){.ndim = 4, .shape = {2, 1, 9, 1}, .scale = 0.5f});
     op_cases("gelu", REMAT_OP_GELU, 1, &x4, NULL);
     op_cases("gelu tanh", REMAT_OP_GELU, 1, &x4, &(remat_attrs){.approximate = true});
     /* rows of 11 (one pass per thread), 10 and 700 (several per thread) */

@@ -27,7 +27,8 @@ static bool same_dims(const struct ktensor *t, const struct rec *r)
 static const struct {
     const char *name;
     size_t off;
-    char type; /* 'L' int64_t, 'i' int32_t, 'b' bool, 'f' float, 'P' int32_t[4] */
+    char type; /* 'L' int64_t, 'i' int32_t, 'b' bool, 'f' float, 'P' int32_t[4], 'S'
+                  int64_t[4] (from 4 int32 values) */
 } attr_fields[] = {
 #define AF(f, t) {#f, offsetof(remat_attrs, f), t}
     AF(out_channels, 'L'), AF(kh, 'i'), AF(kw, 'i'), AF(sh, 'i'), AF(sw, 'i'), AF(ph, 'i'),
@@ -37,7 +38,8 @@ static const struct {
     AF(out_w, 'L'), AF(offset_h, 'i'), AF(offset_w, 'i'), AF(pad_t, 'i'), AF(pad_b, 'i'),
     AF(pad_l, 'i'), AF(pad_r, 'i'), AF(clip_min, 'f'), AF(clip_max, 'f'),
     AF(alpha, 'f'), AF(perm, 'P'), AF(approximate, 'b'), AF(trans_a, 'b'), AF(trans_b, 'b'),
-    AF(causal, 'b'), AF(vocab, 'L'),
+    AF(causal, 'b'), AF(vocab, 'L'), AF(beta, 'f'), AF(scale, 'f'), AF(ndim, 'i'),
+    AF(shape, 'S'),
 #undef AF
 };
 
@@ -54,7 +56,7 @@ static bool case_attrs(const struct group *g, remat_attrs *at)
         for (k = 0; k < REMAT_ARRAY_LEN(attr_fields); k++)
             if (!strcmp(r->name + 5, attr_fields[k].name))
                 break;
-        if (k == REMAT_ARRAY_LEN(attr_fields) || r->n != (attr_fields[k].type == 'P' ? 4 : 1) ||
+        if (k == REMAT_ARRAY_LEN(attr_fields) || r->n != (strchr("PS", attr_fields[k].type) ? 4 : 1) ||
             r->dtype != (attr_fields[k].type == 'f' ? DT_F32 : DT_I32))
             return false;
         {
@@ -66,6 +68,10 @@ static bool case_attrs(const struct group *g, remat_attrs *at)
             case 'i': *(int32_t *)(void *)p = v; break;
             case 'b': *(bool *)p = v != 0; break;
             case 'P': memcpy(p, r->data, 4 * sizeof(int32_t)); break;
+            case 'S':
+                for (int j = 0; j < 4; j++)
+                    ((int64_t *)(void *)p)[j] = ((const int32_t *)r->data)[j];
+                break;
             default: *(float *)(void *)p = *(const float *)r->data;
             }
         }

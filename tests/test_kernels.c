@@ -652,6 +652,74 @@ static void test_misc_hand(void)
     tk_fini(&t);
 }
 
+/* The mobile activations at points worked by hand, on each side of their kinks:
+ * hard_sigmoid (default: relu6(x + 3) / 6; ONNX's example: 0.5 x + 0.6) and
+ * hard_swish x relu6(x + 3) / 6, whose slope is 0, x / 3 + 1/2, 1. */
+static void test_hard_hand(void)
+{
+    struct shp s6 = S2(1, 6);
+    struct tk t;
+
+    tk_init(&t, REMAT_OP_HARD_SIGMOID, 1, &s6, NULL);
+    set_vals(&t.in[0], (const float[]){-4, -3, 0, 1.5f, 3, 4});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("hard_sigmoid y", t.op.out.data, (const double[]){0, 0, 0.5, 0.75, 1, 1}, 6,
+                1e-7);
+    set_vals(&t.op.dout, (const float[]){6, 6, 6, 12, 6, 6});
+    set_vals(&t.din[0], (const float[]){1, 1, 1, 1, 1, 1});
+    CHECK_OK(tk_backward(&t));
+    check_close("hard_sigmoid dx (onto 1)", t.din[0].data, (const double[]){1, 1, 2, 3, 1, 1},
+                6, 1e-6);
+    tk_fini(&t);
+
+    tk_init(&t, REMAT_OP_HARD_SIGMOID, 1, &s6, &(remat_attrs){.alpha = 0.5f, .beta = 0.6f});
+    set_vals(&t.in[0], (const float[]){-2, -1, 0, 0.5f, 1, 2});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("hard_sigmoid 0.5 x + 0.6", t.op.out.data,
+                (const double[]){0, 0.1, 0.6, 0.85, 1, 1}, 6, 1e-7);
+    tk_fini(&t);
+
+    tk_init(&t, REMAT_OP_HARD_SWISH, 1, &s6, NULL);
+    set_vals(&t.in[0], (const float[]){-4, -1.5f, 0, 1.5f, 2.25f, 4});
+    CHECK_OK(ref_forward(&t.op));
+    check_close("hard_swish y", t.op.out.data,
+                (const double[]){0, -0.375, 0, 1.125, 1.96875, 4}, 6, 1e-7);
+    set_vals(&t.op.dout, (const float[]){2, 2, 2, 2, 2, 2});
+    CHECK_OK(tk_backward(&t));
+    check_close("hard_swish dx", t.din[0].data, (const double[]){0, 0, 1, 2, 2.5, 2}, 6, 1e-6);
+    tk_fini(&t);
+}
+
+/* reduce_sum of 1 .. 12 as (3, 2, 2): over axis 1 (pairs 2 apart), scaled by 1/2 (a
+ * mean); over axes 0 and 2; and its backward, each input getting its output's dy. */
+static void test_reduce_hand(void)
+{
+    struct shp s = {3, {3, 2, 2, 0}};
+    float x[12];
+    struct tk t;
+
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)(i + 1);
+    tk_init(&t, REMAT_OP_REDUCE_SUM, 1, &s,
+            &(remat_attrs){.ndim = 3, .shape = {3, 1, 2}, .scale = 0.5f});
+    set_vals(&t.in[0], x);
+    CHECK_OK(ref_forward(&t.op));
+    check_close("reduce mean axis 1", t.op.out.data, (const double[]){2, 3, 6, 7, 10, 11}, 6,
+                0);
+    set_vals(&t.op.dout, (const float[]){2, 4, 6, 8, 10, 12});
+    CHECK_OK(tk_backward(&t));
+    check_close("reduce mean axis 1 dx", t.din[0].data,
+                (const double[]){1, 2, 1, 2, 3, 4, 3, 4, 5, 6, 5, 6}, 12, 0);
+    tk_fini(&t);
+
+    tk_init(&t, REMAT_OP_REDUCE_SUM, 1, &s, &(remat_attrs){.ndim = 3, .shape = {1, 2, 1}});
+    set_vals(&t.in[0], x);
+    CHECK_OK(ref_forward(&t.op));
+    /* rows 0: 1 2 5 6 9 10, rows 1: 3 4 7 8 11 12 */
+    check_close("reduce sum axes 0, 2", t.op.out.data, (const double[]){33, 45}, 2, 0);
+    tk_fini(&t);
+}
+
 int main(void)
 {
     const char *env = getenv("REMAT_SEED");
@@ -663,6 +731,8 @@ int main(void)
     RUN(test_relu_hand);
     RUN(test_clip_hand);
     RUN(test_misc_hand);
+    RUN(test_hard_hand);
+    RUN(test_reduce_hand);
     RUN(test_pool_hand);
     RUN(test_elem_hand);
     RUN(test_upsample_hand);

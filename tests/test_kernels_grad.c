@@ -249,6 +249,23 @@ static void test_grad_elem(void)
         grad_case("sigmoid", REMAT_OP_SIGMOID, 1, &t4, NULL, FILL_UNIFORM, TOL_SMOOTH,
                   FD_RANDOM);
         grad_case("tanh", REMAT_OP_TANH, 1, &t4, NULL, FILL_UNIFORM, TOL_SMOOTH, FD_RANDOM);
+        /* hard_sigmoid's slope (x in [-1, 1): inside -3 .. 3), and (x + 0.05) / 1.1 flat
+         * below its kink at -0.05, which FILL_AWAY's inputs keep away from (the other,
+         * 1.05, is past them); hard_swish's curved middle; reduce_sum over axes 1 and
+         * 3, scaled */
+        grad_case("hard_sigmoid", REMAT_OP_HARD_SIGMOID, 1, &t4, NULL, FILL_UNIFORM, TOL_PW,
+                  FD_RANDOM);
+        grad_case("hard_sigmoid (x + 0.05) / 1.1", REMAT_OP_HARD_SIGMOID, 1, &t4,
+                  &(remat_attrs){.alpha = (float)(1 / 1.1), .beta = (float)(0.05 / 1.1)},
+                  FILL_AWAY, TOL_PW, FD_RANDOM);
+        grad_case("hard_swish", REMAT_OP_HARD_SWISH, 1, &t4, NULL, FILL_UNIFORM, TOL_SMOOTH,
+                  FD_RANDOM);
+        grad_case("reduce_sum axes 1, 3 scaled", REMAT_OP_REDUCE_SUM, 1, &t4,
+                  &(remat_attrs){.ndim = 4, .shape = {2, 1, 4, 1}, .scale = 0.25f},
+                  FILL_UNIFORM, TOL_LIN, FD_RANDOM);
+        grad_case("reduce_sum axis 0 of 3-d", REMAT_OP_REDUCE_SUM, 1, &(struct shp){3, {3, 4, 5, 0}},
+                  &(remat_attrs){.ndim = 3, .shape = {1, 4, 5}}, FILL_UNIFORM, TOL_LIN,
+                  FD_RANDOM);
         grad_case("softmax 2-d", REMAT_OP_SOFTMAX, 1, &sm2, NULL, FILL_UNIFORM, TOL_SMOOTH,
                   FD_RANDOM);
         grad_case("softmax 4-d (over channels)", REMAT_OP_SOFTMAX, 1, &sm4, NULL, FILL_UNIFORM,

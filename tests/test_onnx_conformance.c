@@ -35,7 +35,8 @@ static const char *const ops[] = {
     "averagepool", "globalaveragepool", "add",     "concat",   "flatten",  "reshape",
     "gemm",        "matmul_",       "dropout",     "identity", "constant_pad", "resize",
     "upsample",    "sum_",          "leakyrelu",   "sigmoid",  "mul",      "softmax_",
-    "transpose",   "reduce_mean",
+    "transpose",   "reduce_mean", "tanh",     "hardsigmoid", "hardswish", "reduce_sum",
+    "lstm",        "gru",
 };
 
 static uint8_t *slurp(const char *path, size_t *n)
@@ -120,6 +121,11 @@ static float *run_forward(const remat_graph *g, const remat_onnx_weights *w,
             REMAT_ASSERT_TEST(src && k == n);
             memcpy(buf[v], src, sizeof(float) * (size_t)n);
             n_inputs++;
+        }
+        if (gv->positions) { /* 0 .. n-1 along the last axis, as a trainer fills them */
+            int64_t last = gv->shape[gv->ndim - 1];
+            for (int64_t k = 0; k < n; k++)
+                ((int32_t *)buf[v])[k] = (int32_t)(k % last);
         }
         for (size_t i = 0; i < w->n; i++)
             if (gv->kind == VK_PARAM && !strcmp(w->w[i].name, gv->name) && w->w[i].n == n)
@@ -363,7 +369,8 @@ static void test_conformance(void)
             size_t l = strlen(ops[i]);
 
             if (!strncmp(e->d_name, "test_", 5) && !strncmp(e->d_name + 5, ops[i], l) &&
-                (ops[i][l - 1] == '_' || e->d_name[5 + l] == '\0' || e->d_name[5 + l] == '_')) {
+                (ops[i][l - 1] == '_' || e->d_name[5 + l] == '\0' || e->d_name[5 + l] == '_') &&
+                strncmp(e->d_name, "test_reduce_sum_square", 22)) { /* another op */
                 names[n++] = strdup(e->d_name);
                 break;
             }

@@ -20,6 +20,7 @@
  * Without PyTorch and onnx for /usr/bin/python3 the test reports skipped.
  */
 #include "fixture_util.h"
+#include "tf_grads.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -50,74 +51,6 @@ static bool export_model(const char *model, int opset, const char *dir)
         return false;
     }
     return true;
-}
-
-static double sq(const float *v, int64_t n)
-{
-    double s = 0;
-
-    for (int64_t i = 0; i < n; i++)
-        s += (double)v[i] * v[i];
-    return s;
-}
-
-static double rms_grad(const struct group *ref)
-{
-    double s = 0;
-    int64_t n = 0;
-
-    for (uint32_t i = 0; i < ref->n; i++)
-        if (strcmp(ref->r[i].name, "loss")) {
-            s += sq((const float *)ref->r[i].data, ref->r[i].n);
-            n += ref->r[i].n;
-        }
-    return sqrt(s / (double)(n ? n : 1));
-}
-
-/* ||got - r|| / max(||r||, rms sqrt(n)) */
-static double grad_err(const float *got, const struct rec *r, double rms)
-{
-    const float *w = (const float *)r->data;
-    double d = 0;
-
-    for (int64_t i = 0; i < r->n; i++)
-        d += ((double)got[i] - w[i]) * ((double)got[i] - w[i]);
-    return sqrt(d) / fmax(fmax(sqrt(sq(w, r->n)), rms * sqrt((double)r->n)), 1e-30);
-}
-
-/* The worst grad_err of the gradients grads holds (trainer t's, or a float32
- * PyTorch group's when t is NULL), every one within tol when tol > 0. */
-static double check_grads(remat_trainer *t, const struct group *g32, const struct group *ref,
-                          double tol, const char *what, const char **worst_name)
-{
-    double rms = rms_grad(ref), worst = 0;
-
-    for (uint32_t i = 0; i < ref->n; i++) {
-        const struct rec *r = &ref->r[i];
-        const float *gp = NULL;
-        float *p, *tg = NULL;
-        int64_t np = 0;
-        double err;
-
-        if (!strcmp(r->name, "loss"))
-            continue;
-        if (t) {
-            CHECK_OR(remat_trainer_param(t, r->name, &p, &tg, &np) == REMAT_OK && tg &&
-                         np == r->n,
-                     continue, "%s: no gradient for '%s'", what, r->name);
-        }
-        gp = t ? tg : find_f32(g32, r->name, &np);
-        CHECK_OR(gp && np == r->n, continue, "%s: no '%s'", what, r->name);
-        err = grad_err(gp, r, rms);
-        if (err > worst) {
-            worst = err;
-            *worst_name = r->name;
-        }
-        if (tol > 0)
-            CHECK(err <= tol, "%s: gradient of '%s' off by %.2e (tolerance %.2e)", what,
-                  r->name, err, tol);
-    }
-    return worst;
 }
 
 /* The token arrays of the trainer's int32 values: ids, positions (filled by the

@@ -7,7 +7,8 @@
  * NHWC tensors, erf GELU, layer scale: Mul by a parameter; stochastic depth 0) and
  * ViT-B/16's layers at 32x32 (class token: Concat with an expanded parameter, position
  * embedding: Add of a parameter, nn.MultiheadAttention, the class token picked by
- * Gather).
+ * Gather) and MobileNetV3-Small (hard swish: HardSigmoid times its input at opset 13,
+ * the HardSwish op at 14; hard sigmoid in its squeeze-and-excitation blocks).
  *
  * The method is test_onnx.c's (onnx_grads.h): tools/onnx_reference.py exports each model
  * and computes PyTorch's float64 and float32 gradients for one batch; remat's loss within
@@ -25,12 +26,17 @@ static void test_models(void)
 {
     static const struct {
         const char *name;
-        int size, batch;
+        int size, batch, opset; /* opset 0: the tool's default */
+        bool named_only;        /* run when REMAT_TEST_MODEL names it (time) */
     } models[] = {
-        {"shufflenet_v2_x0_5", 112, 2},
-        {"mnasnet0_5", 128, 2},
-        {"convnext_tiny", 32, 2},
-        {"vit_b_16", 32, 2},
+        {"shufflenet_v2_x0_5", 112, 2, 0, false},
+        {"mnasnet0_5", 128, 2, 0, false},
+        {"convnext_tiny", 32, 2, 0, false},
+        {"vit_b_16", 32, 2, 0, false},
+        /* Hardswish as HardSigmoid times x (opset 13), read as hard_swish: the graph
+         * opset 14's HardSwish op gives */
+        {"mobilenet_v3_small", 64, 2, 13, false},
+        {"mobilenet_v3_small", 64, 2, 14, true},
     };
     const char *only = getenv("REMAT_TEST_MODEL");
 
@@ -39,8 +45,12 @@ static void test_models(void)
         return;
     }
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
-        if ((!QUICK || i == 0) && (!only || !strcmp(only, models[i].name)))
+        if ((!QUICK || i == 0) && (only ? !strcmp(only, models[i].name)
+                                         : !models[i].named_only)) {
+            snprintf(export_opset, sizeof export_opset, models[i].opset ? "--opset %d" : "",
+                     models[i].opset);
             check_model(models[i].name, models[i].size, models[i].batch);
+        }
 }
 
 int main(void)

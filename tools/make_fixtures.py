@@ -372,6 +372,18 @@ def op_cases():
                      lambda xs, ps, _: F.cross_entropy(xs[0].reshape(-1, 5),
                                                        xs[1].reshape(-1).long(),
                                                        ignore_index=-1).reshape(1)))
+    c.append(op_case("tanh", "tanh", {}, [uni((2, 3, 4, 4), -3, 3)], {},
+                     lambda xs, ps, _: torch.tanh(xs[0])))
+    c.append(op_case("hard_sigmoid", "hard_sigmoid", {}, [uni((2, 3, 4, 4), -5, 5)], {},
+                     lambda xs, ps, _: F.hardsigmoid(xs[0])))
+    c.append(op_case("hard_sigmoid 0.5 x + 0.6", "hard_sigmoid", {"alpha": 0.5, "beta": 0.6},
+                     [uni((2, 3, 4, 4), -3, 3)], {},
+                     lambda xs, ps, _: (0.5 * xs[0] + 0.6).clamp(0, 1)))
+    c.append(op_case("hard_swish", "hard_swish", {}, [uni((2, 3, 4, 4), -5, 5)], {},
+                     lambda xs, ps, _: F.hardswish(xs[0])))
+    c.append(op_case("reduce_sum axes 1, 3 scaled", "reduce_sum",
+                     {"ndim": 4, "shape": [2, 1, 4, 1], "scale": 0.25}, [uni((2, 3, 4, 5))], {},
+                     lambda xs, ps, _: xs[0].sum((1, 3), keepdim=True) * 0.25))
     return c
 
 # ------------------------------------------------------------------ models

@@ -1,16 +1,16 @@
 #!/usr/bin/python3
 """Writes tests/data/onnx_gap.onnx, a tiny model with op types remat does not read, for
-`remat plan --check` (tests/cli.sh): x (2, 8) -> Tanh -> Relu -> Tanh -> Elu -> Gemm.
-The check must list Tanh x2 (first: node 0 'tanh0') and Elu x1 (first: node 3 'elu').
+`remat plan --check` (tests/cli.sh): x (2, 8) -> Softsign -> Relu -> Softsign -> Elu -> Gemm.
+The check must list Softsign x2 (first: node 0 'softsign0') and Elu x1 (first: node 3 'elu').
 usage: /usr/bin/python3 tools/make_onnx_gap.py
 """
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-nodes = [helper.make_node("Tanh", ["x"], ["a"], name="tanh0"),
+nodes = [helper.make_node("Softsign", ["x"], ["a"], name="softsign0"),
          helper.make_node("Relu", ["a"], ["b"], name="relu"),
-         helper.make_node("Tanh", ["b"], ["c"], name="tanh1"),
+         helper.make_node("Softsign", ["b"], ["c"], name="softsign1"),
          helper.make_node("Elu", ["c"], ["d"], name="elu"),
          helper.make_node("Gemm", ["d", "fc.weight", "fc.bias"], ["y"], name="fc", transB=1)]
 w = helper.make_tensor("fc.weight", TensorProto.FLOAT, [3, 8], np.zeros(24, np.float32))

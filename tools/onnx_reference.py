@@ -2,7 +2,7 @@
 """Exports a torchvision model to ONNX in training mode and computes PyTorch's reference
 loss and parameter gradients for one batch, for tests/test_onnx.c.
 
-usage: /usr/bin/python3 tools/onnx_reference.py MODEL SIZE BATCH OUT_DIR [--seed S]
+usage: /usr/bin/python3 tools/onnx_reference.py MODEL SIZE BATCH OUT_DIR [--seed S] [--opset N]
 
 MODEL is a torchvision classification model (resnet18, resnet50, densenet121,
 googlenet, vgg11, mobilenet_v2, mnasnet0_5, shufflenet_v2_x0_5, convnext_tiny, ...)
@@ -13,10 +13,10 @@ vit_b_16: torchvision's VisionTransformer with ViT-B/16's layers (patch 16, 12 l
 for 224), its head started as nn.Linear starts (torchvision's zeros would leave every
 other gradient 0); SIZE the square input size; BATCH the batch. OUT_DIR receives:
 
-  model.onnx   torch.onnx.export in training mode, opset 15, no constant folding; the
-               model's dropout probabilities are set to 0 first, since remat and PyTorch
-               draw different dropout masks (an exported Dropout of ratio 0 is the
-               identity);
+  model.onnx   torch.onnx.export in training mode, opset 15 (or --opset N), no constant
+               folding; the model's dropout probabilities are set to 0 first, since remat
+               and PyTorch draw different dropout masks (an exported Dropout of ratio 0 is
+               the identity);
   data.bin     one batch in remat's REMATDAT format (docs/formats.md): uniform [-1, 1)
                float32 images and labels in [0, 10);
   grads.prm    REMATPRM records: "loss" (1 value), then the gradient of every parameter
@@ -103,10 +103,13 @@ def make(name, classes, size=224):
     return getattr(torchvision.models, name)(**kw)
 
 
+OPSET = [15]  # --opset N
+
+
 def export(model, x, path):
     model.train()
     torch.onnx.export(model, x, path, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, opset_version=15,
+                      do_constant_folding=False, opset_version=OPSET[0],
                       input_names=["input"], output_names=["logits"])
 
 
@@ -181,6 +184,8 @@ def main():
         a = argv.pop(0)
         if a == "--seed" and argv:
             seed = int(argv.pop(0))
+        elif a == "--opset" and argv:
+            OPSET[0] = int(argv.pop(0))
         elif a == "--masks" and len(argv) >= 2:
             masks = (argv.pop(0), argv.pop(0))
         elif not a.startswith("--"):

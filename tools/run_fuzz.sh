@@ -3,7 +3,7 @@
 # SECONDS is the total, shared equally by the targets, which run one after another.
 # Each target fuzz_X has its own corpus, $(dirname BINARY)/corpus-X, seeded by the
 # project:
-#   fuzz_onnx    tests/data/tiny.onnx and the model.onnx of ONNX's node tests
+#   fuzz_onnx    tests/data/tiny.onnx, tiny_tf.onnx and the model.onnx of ONNX's node tests
 #                (libonnx-testdata) for the ops remat reads
 #   fuzz_dump    the tiny dump of tests/test_dump.c, a copy with the records reordered,
 #                and the authors' smallest dumps when ../shared/graphs/kusumoto has them
@@ -21,7 +21,7 @@ each=$(( secs / $# )); [ "$each" -ge 1 ] || each=1
 root=$(pwd)
 
 seed_onnx() {
-    cp tests/data/tiny.onnx "$1/"
+    cp tests/data/tiny.onnx tests/data/tiny_tf.onnx "$1/"
     for d in /usr/share/libonnx-testdata/data/node/test_{conv,convtranspose,batchnorm,relu,clip,maxpool,averagepool,globalaveragepool,add,concat,flatten,reshape,gemm,matmul,dropout,identity,pad,resize}*; do
         [ -f "$d/model.onnx" ] && cp "$d/model.onnx" "$1/$(basename "$d").onnx"
     done

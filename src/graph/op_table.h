@@ -64,4 +64,15 @@ remat_status graph_infer_token_ce(const struct gvalue *const *in, int n_in, rema
 double graph_flops_token_ce(const struct gvalue *const *in, int n_in, const remat_attrs *at,
                             const struct gvalue *out, bool backward);
 
+/* op_table_act.c: hard_sigmoid (hard_swish: infer_same), their FLOPs; reduce_sum. */
+remat_status graph_infer_hard_sigmoid(const struct gvalue *const *in, int n_in,
+                                      remat_attrs *at, struct gvalue *out, struct gvalue *aux,
+                                      int *n_params, struct gvalue *params, const char *name);
+double graph_flops_hard_act(const struct gvalue *const *in, int n_in, const remat_attrs *at,
+                            const struct gvalue *out, bool backward);
+remat_status graph_infer_reduce_sum(const struct gvalue *const *in, int n_in, remat_attrs *at,
+                                    struct gvalue *out, struct gvalue *aux, int *n_params,
+                                    struct gvalue *params, const char *name);
+double graph_flops_reduce_sum(const struct gvalue *const *in, int n_in, const remat_attrs *at,
+                              const struct gvalue *out, bool backward);
 #endif

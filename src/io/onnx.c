@@ -258,7 +258,10 @@ remat_status ox_make_tensor(struct rd *r, int dtype, int ndim, const int64_t *di
                                    : ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
     for (int64_t i = 0; i < n; i++) {
         float f = (float)v[i];
-        int64_t l = (int64_t)v[i];
+        /* folded integers out of int64's range (a division by 0, NaN) saturate, as the
+         * cast would be undefined */
+        int64_t l = !(v[i] > -9.2e18) ? (v[i] < 0 ? INT64_MIN : 0)
+                    : v[i] < 9.2e18 ? (int64_t)v[i] : INT64_MAX;
 
         if (dtype == OX_F)
             memcpy(t->raw_data.data + 4 * i, &f, 4);
@@ -684,6 +687,7 @@ static remat_status read_model(struct rd *r, const Onnx__ModelProto *m)
     }
     if ((st = read_input(r, gp)))
         return st;
+    r->gp = gp;
     for (size_t i = 0; i < gp->n_node; i++) {
         r->node = gp->node[i];
         r->node_i = i;

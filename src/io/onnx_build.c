@@ -80,6 +80,20 @@ remat_status ox_define(struct rd *r, const char *name, struct ent e)
 /* A unique op name: the prefix of r->base (an initializer the caller names the op after)
  * or of the node's first weight initializer ("a.b.weight" gives "a.b"), else the node's
  * name, else its type and index. */
+/* A node name as an op name: PyTorch's scope path ("/blocks.0/attn/MatMul") with dots
+ * for its slashes ("blocks.0.attn.MatMul"), so that ops without a parameter carry their
+ * module's numbered prefix as those named after an initializer do (the blocks strategy
+ * groups ops by it). */
+static void scope_name(char *buf, size_t n, const char *node)
+{
+    size_t k = 0;
+
+    node += *node == '/' && node[1];
+    for (; *node && k + 1 < n; node++)
+        buf[k++] = *node == '/' ? '.' : *node;
+    buf[k] = '\0';
+}
+
 remat_status ox_op_name(struct rd *r, char *buf, size_t n)
 {
     const char *w = r->base ? r->base : ox_in_name(r, 1);
@@ -93,7 +107,7 @@ remat_status ox_op_name(struct rd *r, char *buf, size_t n)
     else if (r->base && *r->base)
         snprintf(base, sizeof base, "%s", r->base);
     else if (ox_node_name(r)[0])
-        snprintf(base, sizeof base, "%s", ox_node_name(r));
+        scope_name(base, sizeof base, ox_node_name(r));
     else
         snprintf(base, sizeof base, "%s_%zu", ox_node_type(r), r->node_i);
     r->base = NULL;

@@ -307,12 +307,14 @@ static remat_status fold_gather(struct rd *r)
         goto out;
     for (int64_t a = 0; a < outer; a++)
         for (int64_t j = 0; j < ix.n; j++) {
-            int64_t k = (int64_t)ix.v[j] < 0 ? (int64_t)ix.v[j] + x.d[ax] : (int64_t)ix.v[j];
+            double dv = ix.v[j]; /* in range before the cast: a cast past int64 is undefined */
+            int64_t k;
 
-            if (k < 0 || k >= x.d[ax]) {
-                st = ox_node_fail(r, REMAT_ERR_PARSE, "index %lld out of range", (long long)k);
+            if (!(dv >= -(double)x.d[ax] && dv < (double)x.d[ax])) {
+                st = ox_node_fail(r, REMAT_ERR_PARSE, "index %g out of range", dv);
                 goto out;
             }
+            k = (int64_t)dv < 0 ? (int64_t)dv + x.d[ax] : (int64_t)dv;
             memcpy(o.v + (a * ix.n + j) * inner, x.v + (a * x.d[ax] + k) * inner,
                    sizeof(double) * (size_t)inner);
         }
@@ -383,6 +385,15 @@ out:
     return st;
 }
 
+/* Whether a and b have the same dimensions but axis ax (the same rank given). */
+static bool same_but(const struct cv *a, const struct cv *b, int ax)
+{
+    for (int k = 0; k < a->nd; k++)
+        if (k != ax && a->d[k] != b->d[k])
+            return false;
+    return true;
+}
+
 static remat_status fold_concat(struct rd *r)
 {
     struct cv x, o = {0};
@@ -397,9 +408,10 @@ static remat_status fold_concat(struct rd *r)
             o = x;
             o.v = NULL;
             ax = axis_of(ax, x.nd);
-            o.d[ax] = 0;
+            if (ax >= 0 && ax < x.nd)
+                o.d[ax] = 0;
         }
-        if (ax < 0 || ax >= x.nd || x.nd != o.nd)
+        if (ax < 0 || ax >= x.nd || x.nd != o.nd || !same_but(&x, &o, (int)ax))
             st = ox_node_fail(r, REMAT_ERR_SHAPE, "constants that do not concatenate");
         else
             o.d[ax] += x.d[ax];
@@ -510,8 +522,12 @@ static remat_status fold_transpose(struct rd *r)
     o.nd = x.nd;
     o.dt = x.dt;
     for (int k = 0; k < x.nd; k++) {
+        bool seen = false; /* a repeated axis would leave another unread */
+
         perm[k] = np ? perm[k] : x.nd - 1 - k;
-        if (perm[k] < 0 || perm[k] >= x.nd || (np && np != (size_t)x.nd)) {
+        for (int j = 0; j < k; j++)
+            seen = seen || perm[j] == perm[k];
+        if (perm[k] < 0 || perm[k] >= x.nd || seen || (np && np != (size_t)x.nd)) {
             cv_free(r, &x);
             return ox_node_fail(r, REMAT_ERR_PARSE, "perm does not match the dimensions");
         }

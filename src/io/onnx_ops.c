@@ -524,6 +524,8 @@ static const struct ox_op {
     {"Transpose", rd_transpose, 0},
     {"Resize", rd_resize, 0},
     {"Upsample", rd_resize, 0},
+    {"LSTM", ox_rnn_read, 0},
+    {"GRU", ox_rnn_read, 1},
 };
 
 static const struct ox_op *find_op(const char *type)
@@ -537,7 +539,7 @@ static const struct ox_op *find_op(const char *type)
 bool ox_reads(const char *domain, const char *type)
 {
     return (!domain || !*domain || !strcmp(domain, "ai.onnx")) && type &&
-           (find_op(type) || ox_tf_reads(type));
+           (find_op(type) || ox_tf_reads(type) || ox_act_reads(type));
 }
 
 remat_status ox_read_node(struct rd *r)
@@ -549,10 +551,12 @@ remat_status ox_read_node(struct rd *r)
 
     if (r->node->domain && *r->node->domain && strcmp(r->node->domain, "ai.onnx"))
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "domain '%s'", r->node->domain);
+    if ((st = ox_rnn_node(r, &done)) || done) /* LSTM and GRU: any output may be absent */
+        return st;
     if (r->node->n_output < 1 || !r->node->output[0] || !*r->node->output[0])
         return ox_node_fail(r, REMAT_ERR_PARSE, "no output");
     if ((st = ox_vis_node(r, &done)) || done || (st = ox_fold(r, &done)) || done ||
-        (st = ox_tf_node(r, &done)) || done)
+        (st = ox_act_node(r, &done)) || done || (st = ox_tf_node(r, &done)) || done)
         return st;
     if (!(op = find_op(t)))
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat has no %s (docs/onnx.md lists the "

@@ -11,8 +11,9 @@
  * softmax). Helpers that fail return a status with a message naming the file, the node,
  * its type and the opset (ox_node_fail).
  *
- * Only onnx.c and onnx_ops.c see protobuf-c's structs (onnx.pb-c.h, generated at build
- * time); the other files reach nodes and tensors through the accessors below.
+ * Only onnx.c, onnx_ops.c and onnx_rnn_src.c (which walks earlier nodes) see protobuf-c's
+ * structs (onnx.pb-c.h, generated at build time); the other files reach nodes and
+ * tensors through the accessors below.
  */
 #ifndef REMAT_IO_ONNX_READ_H
 #define REMAT_IO_ONNX_READ_H
@@ -44,7 +45,7 @@ enum pend_kind {
     P_GELU_ERF,   /* erf(x / sqrt 2) */
     P_GELU_ERF1,  /* 1 + erf(x / sqrt 2) */
     P_GELU_XE,    /* x (1 + erf(x / sqrt 2)) */
-    P_TANH_CUBE,  /* x^3 */
+    P_TANH_CUBE,  /* f x^3 */
     P_TANH_INNER, /* x + 0.044715 x^3, then times sqrt(2 / pi) (f counts the factor) */
     P_TANH_T,     /* tanh(that) */
     P_TANH_T1,    /* 1 + tanh */
@@ -52,6 +53,8 @@ enum pend_kind {
     P_SHUF,       /* x (N, C, H, W) viewed (N, g, C/g, H, W), g in f */
     P_SHUF_T,     /* that with axes 1 and 2 swapped */
     P_BCAST,      /* initializer t (1, 1, D) expanded to (batch, 1, D) (a class token) */
+    P_TANH_SQ,    /* x * x (a mul when read by anything else) */
+    P_HSIG,       /* hard_sigmoid(x) with PyTorch's 1/6 and 1/2 (x times it: hard_swish) */
 };
 
 struct ent {
@@ -96,6 +99,7 @@ struct rd {
     struct onnx_cover *cover;    /* --check's report, or NULL */
     struct owned_param *params;  /* initializers already parameters (tied weights) */
     size_t n_params, cap_params;
+    const Onnx__GraphProto *gp;  /* the graph (onnx_rnn.c traces a weight to its source) */
 };
 
 /* names */
@@ -126,6 +130,10 @@ remat_status ox_tensor_ints(const struct rd *r, const Onnx__TensorProto *t, int6
                             int max, int *n_out);
 remat_status ox_tensor_bool(const struct rd *r, const Onnx__TensorProto *t, bool *v);
 remat_status ox_tensor_scalar(const struct rd *r, const Onnx__TensorProto *t, float *v);
+/* The only value of constant e (false when e is not a constant of one element). */
+bool ox_scalar_of(struct rd *r, const struct ent *e, double *v);
+/* Two float32 constants of an export equal within their rounding (relative 1e-6). */
+bool ox_near(double a, double b);
 /* Any numeric tensor's values as doubles (*out allocated, n values; freed by the caller
  * with core_free(r->a, *out, sizeof(double) * (n ? n : 1))). */
 remat_status ox_tensor_doubles(const struct rd *r, const Onnx__TensorProto *t, double **out,
@@ -212,5 +220,24 @@ remat_status ox_slice_axis(struct rd *r, int32_t x, int axis, int64_t start, int
  * P_BCAST as an activation. */
 remat_status ox_vis_node(struct rd *r, bool *done);
 remat_status ox_vis_bcast(struct rd *r, struct ent *e, int32_t *v);
+
+/* onnx_rnn.c: LSTM and GRU unrolled over the sequence into gate ops (ox_rnn_read, gru 0
+ * or 1), and what PyTorch emits around them: Squeeze of an activation (a reshape),
+ * Concat of activations on axis 0. ox_rnn_node reads those before any other reader (an
+ * RNN's Y may be absent when Y_h is there); *done false: the others take the node. */
+remat_status ox_rnn_read(struct rd *r, int gru);
+remat_status ox_rnn_node(struct rd *r, bool *done);
+
+/* onnx_act.c: tanh, the hard activations, the tanh-form GELU and reductions over any
+ * axes; read after folding, before onnx_tf.c (*done false: the others take the node).
+ * ox_act_reduce reads the current ReduceSum or ReduceMean node; ox_act_square,
+ * ox_act_hsig and ox_act_mean_last build a P_TANH_SQ, P_HSIG or P_LN_MEAN read by
+ * another op. */
+remat_status ox_act_node(struct rd *r, bool *done);
+bool ox_act_reads(const char *type);
+remat_status ox_act_reduce(struct rd *r, bool mean);
+remat_status ox_act_square(struct rd *r, struct ent *e, int32_t *v);
+remat_status ox_act_hsig(struct rd *r, struct ent *e, int32_t *v);
+remat_status ox_act_mean_last(struct rd *r, struct ent *e, int32_t *v);
 
 #endif

@@ -28,8 +28,7 @@ static bool is_pend(const struct ent *e, int pk)
     return e && e->kind == E_PEND && e->pk == pk;
 }
 
-/* A constant's only value (false when it is not one scalar-like float). */
-static bool scalar_of(struct rd *r, const struct ent *e, double *v)
+bool ox_scalar_of(struct rd *r, const struct ent *e, double *v)
 {
     double *p = NULL;
     int64_t n = 0;
@@ -44,7 +43,7 @@ static bool scalar_of(struct rd *r, const struct ent *e, double *v)
     return ok;
 }
 
-static bool near(double a, double b)
+bool ox_near(double a, double b)
 {
     return fabs(a - b) <= 1e-6 * fmax(1, fabs(b));
 }
@@ -111,6 +110,12 @@ remat_status ox_pend_build(struct rd *r, struct ent *e, int32_t *v)
         return build_linear(r, e->value, e->t, e->trans, NULL, e->name, v);
     if (e->pk == P_BCAST)
         return ox_vis_bcast(r, e, v);
+    if (e->pk == P_TANH_SQ)
+        return ox_act_square(r, e, v);
+    if (e->pk == P_HSIG)
+        return ox_act_hsig(r, e, v);
+    if (e->pk == P_LN_MEAN)
+        return ox_act_mean_last(r, e, v);
     return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "reads '%s', part of %s that remat reads only "
                         "whole (docs/onnx.md)", e->name,
                         e->pk > 0 && e->pk < (int)REMAT_ARRAY_LEN(what) ? what[e->pk] : "?");
@@ -208,7 +213,7 @@ static remat_status tf_where(struct rd *r)
 
     if ((st = ox_in_ent(r, 0, &c)) || (st = ox_in_ent(r, 1, &a)))
         return st;
-    if (c->kind != E_TENSOR || !scalar_of(r, a, &fill) || !(fill < -1e30) ||
+    if (c->kind != E_TENSOR || !ox_scalar_of(r, a, &fill) || !(fill < -1e30) ||
         !is_upper_mask(r, c->t, false))
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat reads Where as a causal mask: a "
                             "constant condition true above the diagonal, -inf, the scores");
@@ -290,9 +295,7 @@ static remat_status ln_reduce_mean(struct rd *r)
         return st;
     if (na != 1 || !ox_attr_i(r, "keepdims", 1) ||
         (ax[0] != -1 && ax[0] != ox_shape_of(r, x, xs) - 1))
-        return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat reads ReduceMean over the last "
-                            "axis (in a layer norm) or over height and width of a 4-d tensor "
-                            "(global average pooling)");
+        return ox_act_reduce(r, true); /* another mean: reduce_sum scaled */
     return pend(r, P_LN_MEAN, x, 0, false, NULL, false);
 }
 
@@ -317,7 +320,7 @@ static remat_status tf_pow(struct rd *r)
 
     if ((st = ox_in_ent(r, 0, &a)) || (st = ox_in_ent(r, 1, &b)))
         return st;
-    if (is_pend(a, P_LN_CENTER) && scalar_of(r, b, &p) && p == 2)
+    if (is_pend(a, P_LN_CENTER) && ox_scalar_of(r, b, &p) && p == 2)
         return pend(r, P_LN_SQ, a->value, 0, false, NULL, false);
     return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat reads Pow as (x - mean)^2 in a layer "
                         "norm");
@@ -343,7 +346,7 @@ static remat_status tf_erf(struct rd *r)
 
     if (st)
         return st;
-    if (is_pend(a, P_SCALE) && !a->causal && near(a->f, 1 / sqrt(2.0)))
+    if (is_pend(a, P_SCALE) && !a->causal && ox_near(a->f, 1 / sqrt(2.0)))
         return pend(r, P_GELU_ERF, a->value, 0, false, NULL, false);
     return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat reads Erf as erf(x / sqrt 2) in a "
                         "GELU");
@@ -373,11 +376,11 @@ static remat_status tf_add(struct rd *r, bool *done)
     *done = true;
     if (is_pend(a, P_LINEAR) && b->kind == E_TENSOR)
         return build_linear(r, a->value, a->t, a->trans, b->t, ox_out_name(r, 0), &v);
-    if (is_pend(a, P_LN_VAR) && scalar_of(r, b, &c))
+    if (is_pend(a, P_LN_VAR) && ox_scalar_of(r, b, &c))
         return pend(r, P_LN_VAREPS, a->value, (float)c, false, NULL, false);
     if (is_pend(a, P_LN_GAMMA) && b->kind == E_TENSOR)
         return emit_layer_norm(r, a->value, a->f, a->t, b->t);
-    if (is_pend(a, P_GELU_ERF) && scalar_of(r, b, &c) && c == 1)
+    if (is_pend(a, P_GELU_ERF) && ox_scalar_of(r, b, &c) && c == 1)
         return pend(r, P_GELU_ERF1, a->value, 0, false, NULL, false);
     if (is_pend(a, P_SCALE) && !a->causal && b->kind == E_TENSOR && is_upper_mask(r, b->t, true))
         return pend(r, P_SCALE, a->value, a->f, true, NULL, false);
@@ -407,9 +410,9 @@ static remat_status tf_mul(struct rd *r, bool div, bool *done)
         a = b;
         b = t;
     }
-    if (scalar_of(r, b, &c) && c != 0 && a->kind != E_TENSOR) {
+    if (ox_scalar_of(r, b, &c) && c != 0 && a->kind != E_TENSOR) {
         c = div ? 1 / c : c;
-        if (is_pend(a, P_GELU_XE) && near(c, 0.5))
+        if (is_pend(a, P_GELU_XE) && ox_near(c, 0.5))
             return emit_gelu(r, a->value);
         if (is_pend(a, P_SCALE) && !a->causal)
             return pend(r, P_SCALE, a->value, (float)(a->f * c), false, NULL, false);
@@ -426,7 +429,7 @@ static remat_status tf_mul(struct rd *r, bool div, bool *done)
     if (!div && is_pend(b, P_GELU_ERF1) && a->kind == E_ACT && a->value == b->value)
         return pend(r, P_GELU_XE, a->value, 0, false, NULL, false);
     if (!div && is_pend(b, P_GELU_ERF1) && is_pend(a, P_SCALE) && a->value == b->value &&
-        near(a->f, 0.5))
+        ox_near(a->f, 0.5))
         return emit_gelu(r, a->value);
     if (div || a->kind == E_TENSOR || b->kind == E_TENSOR)
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "remat reads %s by a constant as a scale "

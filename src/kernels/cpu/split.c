@@ -26,6 +26,8 @@ bool cpu_per_sample(const struct kop *op)
     case REMAT_OP_LEAKY_RELU:
     case REMAT_OP_SIGMOID:
     case REMAT_OP_TANH:
+    case REMAT_OP_HARD_SIGMOID:
+    case REMAT_OP_HARD_SWISH:
     case REMAT_OP_GELU:
     case REMAT_OP_MUL:
     case REMAT_OP_SOFTMAX:

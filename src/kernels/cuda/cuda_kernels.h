@@ -24,6 +24,20 @@ typedef struct CUstream_st *cu_stream;
 int cu_act_fwd(cu_stream s, int what, float a, float b, const float *x, float *y, int64_t n);
 int cu_act_bwd(cu_stream s, int what, float a, float b, const float *y, const float *dy,
                float *dx, int64_t n);
+/* act.cu: hard sigmoid (swish 0: min(1, max(0, a x + b)), the backward reads y) and hard
+ * swish (swish 1, the backward reads x), as the reference's */
+int cu_hard_fwd(cu_stream s, int swish, double a, double b, const float *x, float *y,
+                int64_t n);
+int cu_hard_bwd(cu_stream s, int swish, double a, const float *t, const float *dy, float *dx,
+                int64_t n);
+/* reduce_sum over 4-d xs (leading 1s added); os: the output's stride per axis, 0 on a
+ * summed one; y = scale times the sums */
+struct cu_reduce {
+    int64_t xs[4], os[4];
+    double scale;
+};
+int cu_reduce_fwd(cu_stream s, struct cu_reduce g, const float *x, float *y, int64_t ny);
+int cu_reduce_bwd(cu_stream s, struct cu_reduce g, const float *dy, float *dx, int64_t nx);
 int cu_dropout_fwd(cu_stream s, const float *x, float *y, int64_t n, float p, uint64_t key);
 int cu_dropout_bwd(cu_stream s, const float *dy, float *dx, int64_t n, float p, uint64_t key);
 /* y = a (+ b); y = a * b; dx += dy (* other) */

@@ -158,6 +158,35 @@ static remat_status seq_bwd(struct cuda_ctx *c, const struct kop *op)
     }
 }
 
+/* hard_sigmoid's slope and offset, alpha 0 meaning PyTorch's (remat.h) */
+static double hs_alpha(const remat_attrs *at)
+{
+    return at->alpha != 0 ? at->alpha : 1.0 / 6;
+}
+
+static double hs_beta(const remat_attrs *at)
+{
+    return at->alpha != 0 ? at->beta : 0.5;
+}
+
+/* reduce_sum's shapes as 4-d (leading 1s) and the output's strides, 0 where summed */
+static struct cu_reduce reduce_geom(const struct kop *op)
+{
+    struct cu_reduce g = {.scale = op->at->scale != 0 ? op->at->scale : 1.0};
+    int64_t ys[4], st = 1;
+    int k = 4 - op->in[0].ndim;
+
+    for (int i = 0; i < 4; i++) {
+        g.xs[i] = i < k ? 1 : op->in[0].shape[i - k];
+        ys[i] = i < k ? 1 : op->out.shape[i - k];
+    }
+    for (int i = 3; i >= 0; i--) {
+        g.os[i] = ys[i] == g.xs[i] ? st : 0;
+        st *= ys[i];
+    }
+    return g;
+}
+
 /* ---------------------------------------------------------------- dispatch */
 
 remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
@@ -185,6 +214,14 @@ remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
         return REMAT_OK;
     case REMAT_OP_TANH:
         K_TRY(cu_act_fwd(s, 4, 0, 0, op->in[0].data, op->out.data, n));
+        return REMAT_OK;
+    case REMAT_OP_HARD_SIGMOID:
+    case REMAT_OP_HARD_SWISH:
+        K_TRY(cu_hard_fwd(s, op->type == REMAT_OP_HARD_SWISH, hs_alpha(at), hs_beta(at),
+                          op->in[0].data, op->out.data, n));
+        return REMAT_OK;
+    case REMAT_OP_REDUCE_SUM:
+        K_TRY(cu_reduce_fwd(s, reduce_geom(op), op->in[0].data, op->out.data, n));
         return REMAT_OK;
     case REMAT_OP_GELU:
         K_TRY(cu_gelu_fwd(s, at->approximate, op->in[0].data, op->out.data, n));
@@ -306,6 +343,19 @@ remat_status cuda_own_bwd(struct cuda_ctx *c, const struct kop *op)
         if (dx)
             K_TRY(cu_dropout_bwd(s, dy, dx, n, drop_p(at), op->key));
         return REMAT_OK;
+    case REMAT_OP_HARD_SIGMOID:
+    case REMAT_OP_HARD_SWISH: {
+        bool swish = op->type == REMAT_OP_HARD_SWISH;
+
+        if (dx)
+            K_TRY(cu_hard_bwd(s, swish, hs_alpha(at), swish ? op->in[0].data : op->out.data, dy,
+                              dx, n));
+        return REMAT_OK;
+    }
+    case REMAT_OP_REDUCE_SUM:
+        if (dx)
+            K_TRY(cu_reduce_bwd(s, reduce_geom(op), dy, dx, ktensor_numel(&op->in[0])));
+        return REMAT_OK;
     case REMAT_OP_GELU:
         if (dx)
             K_TRY(cu_gelu_bwd(s, at->approximate, op->in[0].data, dy, dx, n));
@@ -412,6 +462,7 @@ bool cuda_own_has(remat_op type)
         REMAT_OP_MAX_POOL, REMAT_OP_AVG_POOL, REMAT_OP_GLOBAL_AVG_POOL, REMAT_OP_SOFTMAX_CE,
         REMAT_OP_SUM_LOSSES, REMAT_OP_FLATTEN, REMAT_OP_RESHAPE, REMAT_OP_LAYER_NORM,
         REMAT_OP_GELU, REMAT_OP_SOFTMAX_LAST, REMAT_OP_EMBEDDING, REMAT_OP_TOKEN_CE,
+        REMAT_OP_HARD_SIGMOID, REMAT_OP_HARD_SWISH, REMAT_OP_REDUCE_SUM,
     };
 
     for (size_t i = 0; i < sizeof have / sizeof have[0]; i++)

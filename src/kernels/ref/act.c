@@ -1,7 +1,8 @@
 /*
  * act.c - reference activations, forward and backward: relu, clip, leaky relu, sigmoid
- * and tanh (elementwise, any shape; each backward reads its output y only), softmax over
- * axis 1 of a 2-d or 4-d tensor (in double, the maximum subtracted), dropout.
+ * and tanh (elementwise, any shape; each backward reads its output y only), hard sigmoid
+ * (reads y) and hard swish (reads x), softmax over axis 1 of a 2-d or 4-d tensor (in
+ * double, the maximum subtracted), dropout.
  *
  * relu's backward reads its output y only (y > 0 exactly where x > 0). Dropout keeps
  * element i when kernel_uniform(key, i) >= p, i the flat index, and scales it by
@@ -262,5 +263,74 @@ remat_status ref_dropout_backward(const struct kop *op)
     for (int64_t i = 0; i < n; i++)
         if (kernel_uniform(op->key, (uint64_t)i) >= p)
             dx[i] += ref_dy(&op->dout, i) * scale;
+    return REMAT_OK;
+}
+
+/* hard_sigmoid's slope and offset: alpha 0 is PyTorch's Hardsigmoid (remat.h). */
+static void hard_sigmoid_ab(const remat_attrs *at, double *a, double *b)
+{
+    *a = at->alpha != 0 ? at->alpha : 1.0 / 6;
+    *b = at->alpha != 0 ? at->beta : 0.5;
+}
+
+/* hard_sigmoid forward: y = min(1, max(0, alpha x + beta)), in double. */
+remat_status ref_hard_sigmoid_forward(const struct kop *op)
+{
+    const float *x = op->in[0].data;
+    float *y = op->out.data;
+    int64_t n = ktensor_numel(&op->in[0]);
+    double a, b;
+
+    hard_sigmoid_ab(op->at, &a, &b);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (float)fmin(1.0, fmax(0.0, a * x[i] + b));
+    return REMAT_OK;
+}
+
+/* hard_sigmoid backward: dx += alpha dy where 0 < y < 1 (the slope's open interval;
+ * an x within rounding of the ends counts where its float y lands). */
+remat_status ref_hard_sigmoid_backward(const struct kop *op)
+{
+    const float *y = op->out.data;
+    float *dx = op->din[0].data;
+    int64_t n = ktensor_numel(&op->out);
+    double a, b;
+
+    if (!dx)
+        return REMAT_OK;
+    hard_sigmoid_ab(op->at, &a, &b);
+    for (int64_t i = 0; i < n; i++)
+        if (y[i] > 0 && y[i] < 1)
+            dx[i] += (float)(a * ref_dy(&op->dout, i));
+    return REMAT_OK;
+}
+
+/* hard_swish forward: y = x min(max(x + 3, 0), 6) / 6, in double (PyTorch's order). */
+remat_status ref_hard_swish_forward(const struct kop *op)
+{
+    const float *x = op->in[0].data;
+    float *y = op->out.data;
+    int64_t n = ktensor_numel(&op->in[0]);
+
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (float)((double)x[i] * fmin(fmax((double)x[i] + 3, 0.0), 6.0) / 6);
+    return REMAT_OK;
+}
+
+/* hard_swish backward, reading x: dx += dy times 0 below -3, x / 3 + 1/2 up to 3
+ * (3 itself included, as PyTorch), 1 above. */
+remat_status ref_hard_swish_backward(const struct kop *op)
+{
+    const float *x = op->in[0].data;
+    float *dx = op->din[0].data;
+    int64_t n = ktensor_numel(&op->out);
+
+    if (!dx)
+        return REMAT_OK;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i], d = v < -3 ? 0.0 : v <= 3 ? v / 3 + 0.5 : 1.0;
+
+        dx[i] += (float)(d * ref_dy(&op->dout, i));
+    }
     return REMAT_OK;
 }

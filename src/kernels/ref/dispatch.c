@@ -57,6 +57,12 @@ remat_status ref_forward(const struct kop *op)
         return ref_sigmoid_forward(op);
     case REMAT_OP_TANH:
         return ref_tanh_forward(op);
+    case REMAT_OP_HARD_SIGMOID:
+        return ref_hard_sigmoid_forward(op);
+    case REMAT_OP_HARD_SWISH:
+        return ref_hard_swish_forward(op);
+    case REMAT_OP_REDUCE_SUM:
+        return ref_reduce_sum_forward(op);
     case REMAT_OP_MUL:
         return ref_mul_forward(op);
     case REMAT_OP_SOFTMAX:
@@ -130,6 +136,12 @@ remat_status ref_backward(const struct kop *op)
         return ref_sigmoid_backward(op);
     case REMAT_OP_TANH:
         return ref_tanh_backward(op);
+    case REMAT_OP_HARD_SIGMOID:
+        return ref_hard_sigmoid_backward(op);
+    case REMAT_OP_HARD_SWISH:
+        return ref_hard_swish_backward(op);
+    case REMAT_OP_REDUCE_SUM:
+        return ref_reduce_sum_backward(op);
     case REMAT_OP_MUL:
         return ref_mul_backward(op);
     case REMAT_OP_SOFTMAX:

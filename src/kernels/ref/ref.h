@@ -1,7 +1,7 @@
 /*
  * ref.h - the reference backend's op families, behind ref_forward / ref_backward
  * (dispatch.c). One file per family: conv.c, norm.c, act.c, pool.c, elem.c, linear.c,
- * loss.c, seq.c.
+ * loss.c, seq.c, reduce.c.
  *
  * The reference backend is the specification: plain loops, every sum taken in one fixed
  * order with a double accumulator, float storage, so two runs are bit-identical. Where a
@@ -35,7 +35,10 @@ remat_status ref_conv_transpose2d_backward(const struct kop *op);
 remat_status ref_batch_norm_forward(const struct kop *op);
 remat_status ref_batch_norm_backward(const struct kop *op);
 
-/* act.c: relu, clip, leaky relu, sigmoid, tanh, softmax (over axis 1), dropout. */
+/* act.c: relu, clip, leaky relu, sigmoid, tanh, hard sigmoid, hard swish, softmax (over
+ * axis 1), dropout. reduce.c: reduce_sum (over the axes the output has as 1). */
+remat_status ref_reduce_sum_forward(const struct kop *op);
+remat_status ref_reduce_sum_backward(const struct kop *op);
 remat_status ref_relu_forward(const struct kop *op);
 remat_status ref_relu_backward(const struct kop *op);
 remat_status ref_clip_forward(const struct kop *op);
@@ -46,6 +49,10 @@ remat_status ref_sigmoid_forward(const struct kop *op);
 remat_status ref_sigmoid_backward(const struct kop *op);
 remat_status ref_tanh_forward(const struct kop *op);
 remat_status ref_tanh_backward(const struct kop *op);
+remat_status ref_hard_sigmoid_forward(const struct kop *op);
+remat_status ref_hard_sigmoid_backward(const struct kop *op);
+remat_status ref_hard_swish_forward(const struct kop *op);
+remat_status ref_hard_swish_backward(const struct kop *op);
 remat_status ref_softmax_forward(const struct kop *op);
 remat_status ref_softmax_backward(const struct kop *op);
 /* elem.c: mul (equal shapes, or (N, C, H, W) by (N, C, 1, 1)). shape.c: transpose. */
