@@ -198,6 +198,32 @@ static void dp_bounds(const struct dp *p, int32_t *lb, int64_t *room)
  * Runs the DP; the states of V are those of the last set. In DP_FRONTIER mode, with lb
  * and ub given, states that cannot lead to an overhead of at most ub are dropped.
  */
+/* The first point of set i's frontier fp (cnt points, m descending) that a block to set
+ * j (cost c at its peak, dm kept) leaves within the budget and able to reach V: the
+ * feasible points are a suffix. -1 when j can no longer be passed through. */
+static int32_t first_feasible(const struct dp *p, const struct point *fp, int32_t cnt,
+                              int32_t j, size_t c, size_t dm)
+{
+    int32_t lo = 0, hi = cnt;
+    size_t lim = p->budget - c;
+
+    if (p->room) {
+        if (p->room[j] < 0 || (p->room[j] != INT64_MAX && (size_t)p->room[j] < dm))
+            return -1;
+        if (p->room[j] != INT64_MAX && (size_t)p->room[j] - dm < lim)
+            lim = (size_t)p->room[j] - dm;
+    }
+    while (lo < hi) {
+        int32_t mid = (lo + hi) / 2;
+
+        if (fp[mid].m <= lim)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 static remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t ub)
 {
     const struct lsets *ls = p->ls;
@@ -245,28 +271,8 @@ static remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, i
                     one = q;
                 continue;
             }
-            /* m descends along the frontier: the feasible points, and among them those
-             * that can still reach V, are a suffix. */
-            {
-                int32_t lo = 0, hi = cnt;
-                size_t lim = p->budget - c;
-
-                if (p->room) {
-                    if (p->room[j] < 0 || (p->room[j] != INT64_MAX && (size_t)p->room[j] < dm))
-                        continue;
-                    if (p->room[j] != INT64_MAX && (size_t)p->room[j] - dm < lim)
-                        lim = (size_t)p->room[j] - dm;
-                }
-                while (lo < hi) {
-                    int32_t mid = (lo + hi) / 2;
-
-                    if (fp[mid].m <= lim)
-                        hi = mid;
-                    else
-                        lo = mid + 1;
-                }
-                first = lo;
-            }
+            if ((first = first_feasible(p, fp, cnt, j, c, dm)) < 0)
+                continue;
             for (int32_t k = first; k < cnt; k++) {
                 int32_t t = fp[k].t + dt;
                 size_t m = fp[k].m + dm;

@@ -189,6 +189,29 @@ static struct cu_reduce reduce_geom(const struct kop *op)
 
 /* ---------------------------------------------------------------- dispatch */
 
+/* An elementwise activation as cu_act_fwd/bwd take it (cuda_kernels.h): its code and
+ * its two parameters (clip's bounds, leaky relu's slope). */
+struct act {
+    int what;
+    float a, b;
+};
+
+static struct act act_of(const struct kop *op)
+{
+    switch (op->type) {
+    case REMAT_OP_RELU:
+        return (struct act){0, 0, 0};
+    case REMAT_OP_CLIP:
+        return (struct act){1, op->at->clip_min, op->at->clip_max};
+    case REMAT_OP_LEAKY_RELU:
+        return (struct act){2, op->at->alpha, 0};
+    case REMAT_OP_SIGMOID:
+        return (struct act){3, 0, 0};
+    default:
+        return (struct act){4, 0, 0}; /* tanh */
+    }
+}
+
 remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
 {
     cu_stream s = (cu_stream)c->stream;
@@ -201,20 +224,15 @@ remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
     case REMAT_OP_TOKEN_CE:
         return seq_fwd(c, op);
     case REMAT_OP_RELU:
-        K_TRY(cu_act_fwd(s, 0, 0, 0, op->in[0].data, op->out.data, n));
-        return REMAT_OK;
     case REMAT_OP_CLIP:
-        K_TRY(cu_act_fwd(s, 1, at->clip_min, at->clip_max, op->in[0].data, op->out.data, n));
-        return REMAT_OK;
     case REMAT_OP_LEAKY_RELU:
-        K_TRY(cu_act_fwd(s, 2, at->alpha, 0, op->in[0].data, op->out.data, n));
-        return REMAT_OK;
     case REMAT_OP_SIGMOID:
-        K_TRY(cu_act_fwd(s, 3, 0, 0, op->in[0].data, op->out.data, n));
+    case REMAT_OP_TANH: {
+        struct act a = act_of(op);
+
+        K_TRY(cu_act_fwd(s, a.what, a.a, a.b, op->in[0].data, op->out.data, n));
         return REMAT_OK;
-    case REMAT_OP_TANH:
-        K_TRY(cu_act_fwd(s, 4, 0, 0, op->in[0].data, op->out.data, n));
-        return REMAT_OK;
+    }
     case REMAT_OP_HARD_SIGMOID:
     case REMAT_OP_HARD_SWISH:
         K_TRY(cu_hard_fwd(s, op->type == REMAT_OP_HARD_SWISH, hs_alpha(at), hs_beta(at),
@@ -313,6 +331,22 @@ remat_status cuda_own_fwd(struct cuda_ctx *c, const struct kop *op)
                       remat_op_name(op->type));
 }
 
+/* concat's backward: each input's channels of dy added into its gradient. */
+static remat_status concat_bwd(cu_stream s, const struct kop *op, const float *dy, int64_t n)
+{
+    int64_t hw = n / (op->out.shape[0] * op->out.shape[1]), c0 = 0;
+
+    for (int32_t i = 0; i < op->n_in; i++) {
+        int64_t ci = op->in[i].shape[1];
+
+        if (op->din[i].data)
+            K_TRY(cu_copy2d(s, dy + c0 * hw, op->out.shape[1] * hw, op->din[i].data, ci * hw,
+                            op->out.shape[0], ci * hw, 1));
+        c0 += ci;
+    }
+    return REMAT_OK;
+}
+
 remat_status cuda_own_bwd(struct cuda_ctx *c, const struct kop *op)
 {
     cu_stream s = (cu_stream)c->stream;
@@ -331,12 +365,10 @@ remat_status cuda_own_bwd(struct cuda_ctx *c, const struct kop *op)
     case REMAT_OP_LEAKY_RELU:
     case REMAT_OP_SIGMOID:
     case REMAT_OP_TANH: {
-        int what = op->type == REMAT_OP_RELU ? 0 : op->type == REMAT_OP_CLIP ? 1
-                   : op->type == REMAT_OP_LEAKY_RELU ? 2 : op->type == REMAT_OP_SIGMOID ? 3 : 4;
+        struct act a = act_of(op);
 
         if (dx)
-            K_TRY(cu_act_bwd(s, what, what == 2 ? at->alpha : at->clip_min, at->clip_max, op->out.data, dy,
-                             dx, n));
+            K_TRY(cu_act_bwd(s, a.what, a.a, a.b, op->out.data, dy, dx, n));
         return REMAT_OK;
     }
     case REMAT_OP_DROPOUT:
@@ -378,21 +410,10 @@ remat_status cuda_own_bwd(struct cuda_ctx *c, const struct kop *op)
             if (op->din[i].data)
                 K_TRY(cu_acc(s, dy, op->in[1 - i].data, op->din[i].data, n));
         return REMAT_OK;
-    case REMAT_OP_CONCAT: {
-        int64_t hw = n / (op->out.shape[0] * op->out.shape[1]), c0 = 0;
-
+    case REMAT_OP_CONCAT:
         if (!dy)
             break;
-        for (int32_t i = 0; i < op->n_in; i++) {
-            int64_t ci = op->in[i].shape[1];
-
-            if (op->din[i].data)
-                K_TRY(cu_copy2d(s, dy + c0 * hw, op->out.shape[1] * hw, op->din[i].data, ci * hw,
-                                op->out.shape[0], ci * hw, 1));
-            c0 += ci;
-        }
-        return REMAT_OK;
-    }
+        return concat_bwd(s, op, dy, n);
     case REMAT_OP_CROP: { /* dx[oh + h, ow + w] += dy[h, w] */
         int64_t oh, ow;
 
