@@ -83,7 +83,7 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cu src/kernels/cuda/cuda_kernels.h
+$(BUILD)/%.o: %.cu src/kernels/cuda/cuda_kernels.h src/kernels/cuda/grid.cuh
 	@mkdir -p $(@D)
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -Xcompiler -fPIC -Iinclude -Isrc -c $< -o $@
 

@@ -4,22 +4,10 @@
  * per element (reduce_sum's forward: per output element, its box in row-major order).
  */
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/grid.cuh"
 
 #include <cuda_runtime.h>
 #include <math.h>
-
-#define THREADS 256
-
-static unsigned blocks(int64_t n)
-{
-    int64_t b = (n + THREADS - 1) / THREADS;
-
-    return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
-}
-
-#define FOR_EACH(i, n)                                                                   \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
-         i += (int64_t)gridDim.x * blockDim.x)
 
 /* swish 0: hard sigmoid alpha x + beta clipped to [0, 1]; 1: hard swish */
 __global__ static void k_hard_fwd(int swish, double a, double b, const float *x, float *y,

@@ -3,22 +3,10 @@
  * output element (or per input element for the gathering backwards), grid-stride loops.
  */
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/grid.cuh"
 
 #include <cuda_runtime.h>
 #include <math.h>
-
-#define THREADS 256
-
-static unsigned blocks(int64_t n)
-{
-    int64_t b = (n + THREADS - 1) / THREADS;
-
-    return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
-}
-
-#define FOR_EACH(i, n)                                                                   \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
-         i += (int64_t)gridDim.x * blockDim.x)
 
 /* kernel_uniform of kernels.h: splitmix64 of (key, i), 24 bits */
 __device__ static float uniform(uint64_t key, uint64_t i)

@@ -5,17 +5,9 @@
  * host's adamw_update (exec/params.c) bit for bit.
  */
 #include "kernels/cuda/optim.h"
+#include "kernels/cuda/grid.cuh"
 
 #include <cuda_runtime.h>
-
-#define THREADS 256
-
-static unsigned blocks(int64_t n)
-{
-    int64_t b = (n + THREADS - 1) / THREADS;
-
-    return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
-}
 
 __global__ static void k_adamw(float *w, const float *g, float *m, float *v, int64_t n,
                                float decay, float beta1, float c1, float beta2, float c2,
