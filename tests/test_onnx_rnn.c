@@ -104,14 +104,7 @@ static remat_trainer *trainer(const char *dir, const remat_plan_opts *po, remat_
              goto out, "%s: %s", what, remat_errmsg());
     snprintf(path, sizeof path, "%s/init.prm", dir);
     CHECK_OR(read_prm(path, &init), goto out, "%s: cannot read init.prm", what);
-    for (uint32_t i = 0; i < init.n; i++) {
-        float *p;
-        int64_t np;
-
-        CHECK_OR(remat_trainer_param(t, init.r[i].name, &p, NULL, &np) == REMAT_OK &&
-                     np == init.r[i].n && !memcmp(p, init.r[i].data, sizeof(float) * (size_t)np),
-                 break, "%s: parameter '%s' is not PyTorch's", what, init.r[i].name);
-    }
+    check_init(t, &init, what);
     /* remat made no parameter of its own: PyTorch's are all there are */
     CHECK(remat_graph_n_params(*g) == init_numel(&init), "%s: %lld parameters, PyTorch has "
           "%lld", what, (long long)remat_graph_n_params(*g), (long long)init_numel(&init));

@@ -101,14 +101,7 @@ static void run_backend(const char *what, const char *dir, remat_backend_kind be
              goto out, "%s: %s", label, remat_errmsg());
     snprintf(path, sizeof path, "%s/init.prm", dir);
     CHECK_OR(read_prm(path, &init), goto out, "%s: cannot read init.prm", label);
-    for (uint32_t i = 0; i < init.n; i++) {
-        float *p;
-        int64_t np;
-
-        CHECK_OR(remat_trainer_param(t, init.r[i].name, &p, NULL, &np) == REMAT_OK &&
-                     np == init.r[i].n && !memcmp(p, init.r[i].data, sizeof(float) * (size_t)np),
-                 break, "%s: parameter '%s' is not PyTorch's", label, init.r[i].name);
-    }
+    check_init(t, &init, label);
     snprintf(path, sizeof path, "%s/tokens.bin", dir);
     f = fopen(path, "rb");
     CHECK_OR(f && fread(tok, sizeof *tok, 2 * NTOK, f) == 2 * NTOK, if (f) fclose(f);

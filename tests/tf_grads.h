@@ -3,7 +3,8 @@
  * sequence models (test_onnx_tf.c, test_onnx_rnn.c): each gradient's error relative to
  * the larger of its own norm and the root mean square of every gradient times its
  * size's root (so that a tiny gradient is not held to its own tiny norm), and the check
- * of a trainer's gradients (or float32 PyTorch's own) against the reference group.
+ * of a trainer's gradients (or float32 PyTorch's own) against the reference group; and
+ * that a trainer's parameters are the exported initializers bit for bit.
  */
 #ifndef REMAT_TESTS_TF_GRADS_H
 #define REMAT_TESTS_TF_GRADS_H
@@ -79,6 +80,21 @@ static double check_grads(remat_trainer *t, const struct group *g32, const struc
                   r->name, err, tol);
     }
     return worst;
+}
+
+/* Every tensor of init (PyTorch's parameters as exported) is trainer t's parameter of
+ * that name, bit for bit. */
+static void check_init(remat_trainer *t, const struct group *init, const char *what)
+{
+    for (uint32_t i = 0; i < init->n; i++) {
+        float *p;
+        int64_t np;
+
+        CHECK_OR(remat_trainer_param(t, init->r[i].name, &p, NULL, &np) == REMAT_OK &&
+                     np == init->r[i].n &&
+                     !memcmp(p, init->r[i].data, sizeof(float) * (size_t)np),
+                 break, "%s: parameter '%s' is not PyTorch's", what, init->r[i].name);
+    }
 }
 
 #endif
