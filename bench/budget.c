@@ -166,14 +166,15 @@ static void kept_row(const struct model *m, remat_strategy s, const char *which,
     fits = alloc <= budget && total == pi.total_bytes;
     meas = r.st.measured_peak_bytes == r.st.planned_peak_bytes;
     os_near = (double)growth <= 1.05 * (double)alloc + 16 * MIB;
-    os_under = growth <= budget;
+    /* code and constants paged in (the kernels' code paths) are nobody's allocation */
+    os_under = r.st.os_rss_data_growth_bytes && r.st.os_rss_data_growth_bytes <= budget;
     failures += !fits + !meas + !os_near + !os_under;
     printf("| %s | %s | %zu | %zu | %.4f | %zu | %zu | %s | %s | %zu (%+.3f MiB) | %.3f | %s | "
            "%s |\n",
            remat_strategy_name(s), which, budget, r.st.arena_bytes,
            (double)r.st.arena_bytes / (double)r.st.planned_peak_bytes, r.st.resident_bytes,
            alloc, fits ? "yes" : "**no**", meas ? "yes" : "**no**", growth,
-           ((double)growth - (double)alloc) / MIB, (double)r.st.os_rss_file_growth_bytes / MIB,
+           ((double)growth - (double)alloc) / MIB, (double)r.st.os_rss_code_growth_bytes / MIB,
            os_near ? "yes" : "**no**",
            os_under ? "yes" : "**no**");
 }
@@ -192,7 +193,7 @@ static void kept(const char *name, int64_t batch, int64_t size)
     printf("\n#### %s, batch %lld, %lldx%lld (none's total %zu bytes)\n\n"
            "| strategy | budget | budget bytes | arena | arena / peak | resident | "
            "allocated | within budget | measured = planned | OS growth (- allocated) | "
-           "of it file pages, MiB | OS within 5%% + 16 MiB | OS under budget |\n"
+           "of it code pages, MiB | OS within 5%% + 16 MiB | OS data growth under budget |\n"
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", name,
            (long long)batch, (long long)size, (long long)size, none.budget_bytes);
     for (int k = 0; k < REMAT_STRATEGY_COUNT; k++) {

@@ -695,15 +695,18 @@ typedef struct remat_train_stats {
      * and the buckets it moves per step. */
     double reduce_wait_seconds;
     int32_t reduce_buckets;
-    /* The operating system's view (Linux /proc/self/status; 0 where unavailable): the
-     * process's resident set just before the trainer allocated anything, and the most it
-     * held since (its high-water mark, reset when the trainer was created), and how much
-     * of the resident set is, now, more pages of mapped files than then: code and data of
-     * the program and its libraries run for the first time (the kernels' code paths), not
-     * memory anyone allocated, unless the host tier is mapped from a file. */
+    /* The operating system's view (Linux /proc/self; 0 where unavailable): the process's
+     * resident set just before the trainer allocated anything, and the most it held since
+     * (its high-water mark, reset when the trainer was created: the kernel's counters,
+     * which may lag by a few hundred KiB); and, exactly from the page tables, how much
+     * the resident set grew since then in code and constants (the program's and its
+     * libraries' pages run for the first time and kernels compiled on first use: not
+     * memory anyone allocated) and in data (every other page: what the budget bounds),
+     * the data part plus anything the high-water mark saw come and go. */
     size_t os_rss_before_bytes;
     size_t os_rss_peak_bytes;
-    size_t os_rss_file_growth_bytes;
+    size_t os_rss_code_growth_bytes;
+    size_t os_rss_data_growth_bytes;
 } remat_train_stats;
 
 void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st);

@@ -497,13 +497,15 @@ static int gather_report(const struct train_cmd *c, struct train_report *r)
     return 0;
 }
 
-/* The "os resident" line: the resident set's growth over the trainer's life against
- * what the plan allocates in host memory. */
-static void print_os(const struct train_report *r)
+/* The "os resident" lines: the resident set's growth over the trainer's life (the
+ * kernel's counters) against what the plan allocates in host memory, then its two parts
+ * from the page tables, the data part against the budget (0: none to compare with). */
+static void print_os(const struct train_report *r, size_t budget)
 {
+    const remat_train_stats *ts = &r->ts;
     char a[32], b[32];
 
-    if (!r->ts.os_rss_peak_bytes) {
+    if (!ts->os_rss_peak_bytes) {
         printf("os resident      unavailable (no /proc/self/status)\n");
         return;
     }
@@ -511,9 +513,16 @@ static void print_os(const struct train_report *r)
            cli_commas(r->os_growth, a, sizeof a), r->os_parts,
            cli_commas(r->os_expected, b, sizeof b),
            r->os_expected ? (double)r->os_growth / (double)r->os_expected : 0);
-    printf("                 of which +%s bytes are pages of files (code of the program and "
-           "its libraries run for the first time)\n",
-           cli_commas(r->ts.os_rss_file_growth_bytes, a, sizeof a));
+    if (!ts->os_rss_code_growth_bytes && !ts->os_rss_data_growth_bytes)
+        return;
+    printf("                 data +%s bytes", cli_commas(ts->os_rss_data_growth_bytes, a,
+                                                         sizeof a));
+    if (budget)
+        printf(" (%s the budget of %s bytes)",
+               ts->os_rss_data_growth_bytes <= budget ? "within" : "OVER",
+               cli_commas(budget, b, sizeof b));
+    printf(", code +%s bytes (the program's, its libraries' and the kernels compiled on "
+           "first use, paged in)\n", cli_commas(ts->os_rss_code_growth_bytes, a, sizeof a));
 }
 
 static void report_text(const struct train_cmd *c, const struct train_report *r)
@@ -543,7 +552,7 @@ static void report_text(const struct train_cmd *c, const struct train_report *r)
                cli_commas(ts->planned_host_bytes, a, sizeof a),
                cli_commas(ts->measured_host_bytes, b, sizeof b), ts->copy_seconds,
                ts->wait_seconds, (long long)c->steps);
-    print_os(r);
+    print_os(r, c->to.backend == REMAT_BACKEND_CUDA ? 0 : c->pi.budget_bytes);
     if (c->dist.comm.size > 1) {
         printf("ranks            %d, each %lld micro-batch%s of %lld per step%s; every "
                "rank's parameters agree\n", (int)c->dist.comm.size, (long long)c->accumulate,
@@ -631,7 +640,8 @@ static void report_json(const struct train_cmd *c, const struct train_report *r)
     json_u64(&j, "os_rss_before_bytes", ts->os_rss_before_bytes);
     json_u64(&j, "os_rss_peak_bytes", ts->os_rss_peak_bytes);
     json_u64(&j, "os_rss_growth_bytes", r->os_growth);
-    json_u64(&j, "os_rss_file_growth_bytes", ts->os_rss_file_growth_bytes);
+    json_u64(&j, "os_rss_code_growth_bytes", ts->os_rss_code_growth_bytes);
+    json_u64(&j, "os_rss_data_growth_bytes", ts->os_rss_data_growth_bytes);
     json_f64_array(&j, "loss", c->loss, c->steps);
     json_f64_array(&j, "step_seconds", c->secs, c->steps);
     json_f64(&j, "median_step_seconds", r->median_secs);

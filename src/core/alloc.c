@@ -5,6 +5,8 @@
 #include "core.h"
 
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 void *core_realloc(const remat_allocator *a, void *p, size_t old, size_t n)
 {
@@ -102,4 +104,41 @@ void *vec_push(vec *v)
     memset(slot, 0, v->item);
     v->n++;
     return slot;
+}
+
+/* The page size, asked once (4096 where the system will not say). */
+static size_t page_bytes(void)
+{
+    static size_t page;
+
+    if (!page) {
+        long v = sysconf(_SC_PAGESIZE);
+
+        page = v > 0 ? (size_t)v : 4096;
+    }
+    return page;
+}
+
+size_t core_pages_round(size_t n)
+{
+    size_t page = page_bytes();
+
+    return n > SIZE_MAX - page ? SIZE_MAX : core_align_up(n, page);
+}
+
+void *core_pages_alloc(size_t n)
+{
+    void *p;
+
+    if (!n || n > SIZE_MAX - page_bytes())
+        return NULL;
+    p = mmap(NULL, core_pages_round(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+             -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void core_pages_free(void *p, size_t n)
+{
+    if (p && n)
+        munmap(p, core_pages_round(n));
 }

@@ -39,6 +39,17 @@ void core_free(const remat_allocator *a, void *p, size_t n);
 char *core_strdup(const remat_allocator *a, const char *s);
 void core_strfree(const remat_allocator *a, char *s);
 
+/*
+ * Whole pages straight from the operating system (an anonymous private mapping), zeroed,
+ * with no allocator's header beside them: a block of n bytes holds exactly
+ * core_pages_round(n) bytes of memory once every page is touched, which is what the
+ * budget counts for the arena, the resident block and the host tier. NULL on failure
+ * or for 0 bytes; core_pages_free takes the size given to core_pages_alloc.
+ */
+void *core_pages_alloc(size_t n);
+void core_pages_free(void *p, size_t n);
+size_t core_pages_round(size_t n);
+
 /* Overflow-checked arithmetic: false when the result does not fit. */
 static inline bool core_mul_size(size_t a, size_t b, size_t *out)
 {

@@ -36,9 +36,61 @@ size_t rss_current_bytes(void)
     return status_kb("VmRSS");
 }
 
-size_t rss_file_bytes(void)
+/* Whether a mapping's permissions ("rwxp") make it code or read-only data: executable, or
+ * not writable. */
+static bool code_perms(const char *perms)
 {
-    return status_kb("RssFile");
+    return perms[2] == 'x' || perms[1] != 'w';
+}
+
+bool rss_split(struct rss_split *out)
+{
+    char line[512], perms[8];
+    bool code = false;
+    FILE *f = fopen("/proc/self/smaps", "r");
+
+    out->code_bytes = out->data_bytes = 0;
+    if (!f)
+        return false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long kb;
+
+        /* A mapping's first line: "start-end perms offset dev inode [path]". */
+        if (sscanf(line, "%*x-%*x %7s", perms) == 1 && strlen(perms) == 4)
+            code = code_perms(perms);
+        else if (sscanf(line, "Rss: %llu kB", &kb) == 1)
+            *(code ? &out->code_bytes : &out->data_bytes) += (size_t)kb * 1024;
+        /* a long path may leave the rest of its line for the next fgets: it has no
+         * "Rss:" at its start and no "start-end perms" shape, so it is skipped */
+    }
+    fclose(f);
+    return out->code_bytes + out->data_bytes > 0;
+}
+
+size_t rss_code_bytes(void)
+{
+    struct rss_split sp;
+
+    return rss_split(&sp) ? sp.code_bytes : 0;
+}
+
+struct rss_split rss_mark_growth(const struct rss_mark *m)
+{
+    struct rss_split now, g = {0, 0};
+    size_t hwm, cur;
+
+    if (!m->split_ok || !rss_split(&now))
+        return g;
+    g.code_bytes = now.code_bytes > m->split.code_bytes ? now.code_bytes - m->split.code_bytes
+                                                        : 0;
+    g.data_bytes = now.data_bytes > m->split.data_bytes ? now.data_bytes - m->split.data_bytes
+                                                        : 0;
+    /* what came and went: the high-water mark above the resident set now */
+    hwm = rss_peak_bytes();
+    cur = rss_current_bytes();
+    if ((m->reset || hwm > m->hwm_bytes) && hwm > cur)
+        g.data_bytes += hwm - cur;
+    return g;
 }
 
 size_t rss_peak_bytes(void)
@@ -63,7 +115,7 @@ void rss_mark_begin(struct rss_mark *m)
     m->reset = rss_reset_peak();
     m->hwm_bytes = rss_peak_bytes();
     m->before_bytes = rss_current_bytes();
-    m->file_bytes = rss_file_bytes();
+    m->split_ok = rss_split(&m->split);
 }
 
 size_t rss_mark_peak(const struct rss_mark *m, size_t sampled_bytes)

@@ -21,11 +21,21 @@
 
 /* The resident set now (VmRSS), in bytes; 0 where unavailable. */
 size_t rss_current_bytes(void);
-/* The part of the resident set that is pages of mapped files (RssFile: the program's and
- * its libraries' code and data, read from disk the first time they run), in bytes; 0
- * where unavailable. Nothing a trainer allocates is in it unless the host tier is mapped
- * from a file. */
-size_t rss_file_bytes(void);
+/* The resident set in two parts, from the page tables (/proc/self/smaps: exact, unlike
+ * the counters of /proc/self/status): code and constants, the resident pages of every
+ * mapping that is executable or not writable (the program's and its libraries' code and
+ * read-only data, read from disk the first time they run, and kernels compiled at run
+ * time, oneDNN's JIT code), which nobody allocates for data; and data, every other
+ * resident page (what allocations hold; a host tier mapped from a file is writable, so
+ * data). Reading walks every mapping: about a millisecond, not for loops. */
+struct rss_split {
+    size_t code_bytes;
+    size_t data_bytes;
+};
+/* False (and zeros) where /proc/self/smaps cannot be read. */
+bool rss_split(struct rss_split *out);
+/* rss_split's code part, 0 where unavailable. */
+size_t rss_code_bytes(void);
 /* The resident set's high-water mark (VmHWM), in bytes; 0 where unavailable. */
 size_t rss_peak_bytes(void);
 /* Resets the high-water mark to the current resident set; false where the system
@@ -36,7 +46,8 @@ bool rss_reset_peak(void);
 struct rss_mark {
     size_t before_bytes;    /* VmRSS when the mark was taken */
     size_t hwm_bytes;       /* VmHWM just after the reset (or the failed reset) */
-    size_t file_bytes;      /* RssFile when the mark was taken */
+    struct rss_split split; /* the resident set's parts when the mark was taken */
+    bool split_ok;          /* they could be read */
     bool reset;             /* the reset worked: VmHWM is the peak since the mark */
 };
 
@@ -46,5 +57,9 @@ void rss_mark_begin(struct rss_mark *m);
  * reset worked or the mark rose since, else the larger of sampled_bytes (the caller's
  * largest VmRSS sample, 0 if none) and VmRSS now. 0 where unavailable. */
 size_t rss_mark_peak(const struct rss_mark *m, size_t sampled_bytes);
+/* How much each part grew since the mark, exactly from the page tables, the data part
+ * plus what the high-water mark holds above the resident set now (memory that came and
+ * went: the counters' figure, so within their lag); zeros where unavailable. */
+struct rss_split rss_mark_growth(const struct rss_mark *m);
 
 #endif

@@ -41,22 +41,17 @@ static void be_destroy(void *ctx)
     cpu_ctx_free(c);
 }
 
+/* The arena and the resident block: whole pages, zeroed by the system (core.h). */
 static void *be_alloc(void *ctx, size_t bytes)
 {
-    size_t n = core_align_up(bytes ? bytes : 64, 64);
-    void *p = aligned_alloc(64, n);
-
     (void)ctx;
-    if (p)
-        memset(p, 0, n);
-    return p;
+    return core_pages_alloc(bytes ? bytes : 64);
 }
 
 static void be_release(void *ctx, void *p, size_t bytes)
 {
     (void)ctx;
-    (void)bytes;
-    free(p);
+    core_pages_free(p, bytes ? bytes : 64);
 }
 
 static remat_status be_forward(void *ctx, const struct kop *op)

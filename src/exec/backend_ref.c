@@ -23,21 +23,17 @@ static void ref_destroy(void *ctx)
     free(ctx);
 }
 
+/* The arena and the resident block: whole pages, zeroed by the system (core.h). */
 static void *ref_alloc(void *ctx, size_t bytes)
 {
-    void *p = aligned_alloc(64, core_align_up(bytes ? bytes : 64, 64));
-
     (void)ctx;
-    if (p)
-        memset(p, 0, core_align_up(bytes ? bytes : 64, 64));
-    return p;
+    return core_pages_alloc(bytes ? bytes : 64);
 }
 
 static void ref_release(void *ctx, void *p, size_t bytes)
 {
     (void)ctx;
-    (void)bytes;
-    free(p);
+    core_pages_free(p, bytes ? bytes : 64);
 }
 
 static remat_status ref_fwd(void *ctx, const struct kop *op)

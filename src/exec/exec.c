@@ -71,7 +71,7 @@ void remat_trainer_free(remat_trainer *t)
     if (t->host && t->host_mapped)
         munmap(t->host, t->lay.host_bytes);
     else
-        free(t->host);
+        core_pages_free(t->host, t->lay.host_bytes);
     layout_fini(&t->lay);
     remat_schedule_free(t->own);
     core_free(a, t->host_off, sizeof *t->host_off * nb);
@@ -251,7 +251,7 @@ static remat_status host_tier(remat_trainer *t)
         return REMAT_OK;
     }
     if (!t->o.host_file) {
-        t->host = aligned_alloc(64, core_align_up(n, 64));
+        t->host = core_pages_alloc(n);
         if (!t->host)
             return REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate the %zu-byte host tier", n);
         return REMAT_OK;
@@ -780,9 +780,10 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
     st->os_rss_before_bytes = t->rss.before_bytes;
     st->os_rss_peak_bytes = rss_mark_peak(&t->rss, t->rss_sampled);
     {
-        size_t file = rss_file_bytes();
+        struct rss_split g = rss_mark_growth(&t->rss);
 
-        st->os_rss_file_growth_bytes = file > t->rss.file_bytes ? file - t->rss.file_bytes : 0;
+        st->os_rss_code_growth_bytes = g.code_bytes;
+        st->os_rss_data_growth_bytes = g.data_bytes;
     }
     dist_stats(t, st);
 }
