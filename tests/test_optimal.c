@@ -9,25 +9,25 @@
  * ways (recomputed values dropped after each backward, or cached until their last
  * use), freed by the liveness pass and measured by the simulator. The MILP's schedules
  * are a superset, so at every budget the oracle reaches, plan_optimal must prove an
- * optimum (gap 0) that costs no more than the oracle's best there, and its schedule
- * must simulate within the budget. Also: no recomputation at a generous budget, some at
- * the smallest, refusal below it and above 2,500 nodes (ResNet-1001), `budget min`'s
- * least-peak plan, out-of-memory handling, the authors' VGG-19 dump within a short time
- * limit, the same plan twice, and a 300-node random layered graph: a plan within the
- * budget and the time limit whose lower bound is at most other strategies' overheads.
- *
- * Seed: REMAT_SEED (printed).
+ * optimum (gap 0) that costs no more than the oracle's best there, its schedule must
+ * simulate within the budget, and the retention bound (optimal_lower) must be at most
+ * both. Also: no recomputation at a generous budget, some at the smallest, refusal below
+ * it and above 2,500 nodes (ResNet-1001), `budget min`'s least-peak plan, out-of-memory
+ * handling, the authors' VGG-19 dump within a short time limit, the same plan twice, and
+ * a 300-node random layered graph: a plan within the budget and the time limit whose
+ * lower bound is at most other strategies' overheads. Seed: REMAT_SEED (printed).
  */
 #include "harness.h"
-#include "plan/planners.h"
+#include "plan/optimal.h"
 #include "sched/schedule.h"
 
 #include <stdint.h>
-#include <time.h>
 
 #define MAX_OPS 16
 
 static uint64_t rng_state, seed;
+static double last_lower; /* optimal()'s retention bound */
+static int n_lower;       /* check_graph's budgets where that bound was above 0 */
 
 static uint64_t urand(uint64_t n)
 {
@@ -268,7 +268,8 @@ static remat_status optimal(const remat_tgraph *tg, size_t budget, double limit,
 
     memset(info, 0, sizeof *info);
     memset(r, 0, sizeof *r);
-    REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
+    REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK &&
+                      optimal_lower(tg, &d, budget, limit, &last_lower) == REMAT_OK);
     st = plan_optimal(tg, &d, budget, limit, &s, info);
     if (!st) {
         remat_status sim = remat_sim_run(tg, s, r);
@@ -328,6 +329,10 @@ static void check_graph(const char *name, remat_graph *g)
               "simulated %.6f", name, info.overhead_bound, r.overhead);
         CHECK(info.optimality_gap == 0, "%s at %zu: gap %g on a tiny graph", name, b,
               info.optimality_gap);
+        CHECK(last_lower >= 0 && last_lower <= r.overhead + 1e-9 && last_lower <= best + 1e-9,
+              "%s at %zu: retention bound %.6f, optimum %.6f, brute force %.6f", name, b,
+              last_lower, r.overhead, best);
+        n_lower += last_lower > 1e-9;
         if (b >= none_peak)
             CHECK(r.overhead == 0, "%s at a generous %zu: overhead %.6f", name, b, r.overhead);
     }
@@ -368,6 +373,7 @@ static void test_random_graphs(void)
         check_graph(name, g);
         remat_graph_free(g);
     }
+    CHECK(n_lower > 0, "the retention bound was 0 at every budget of every graph");
 }
 
 /* Below the smallest feasible budget: refused, with a message. */
@@ -612,26 +618,18 @@ static void test_versus_others(void)
 
 /* ------------------------------------------------------ above the old limit */
 
-static double seconds(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* plan_optimal on tg; *took gets the seconds it took. */
 static remat_status timed_plan(const remat_tgraph *tg, size_t budget, double limit,
                                remat_schedule **s, remat_plan_info *info, double *took)
 {
     struct dag d;
     remat_status st;
-    double t0 = seconds();
+    double t0 = core_seconds();
 
     REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
     memset(info, 0, sizeof *info);
     st = plan_optimal(tg, &d, budget, limit, s, info);
-    *took = seconds() - t0;
+    *took = core_seconds() - t0;
     dag_fini(&d);
     return st;
 }

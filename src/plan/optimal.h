@@ -124,6 +124,14 @@ void *optimal_take(struct opt *o, size_t n, size_t size);
  */
 size_t optimal_account(const struct opt *o, const bool *R, const bool *S);
 
+/*
+ * The retention bound alone (optimal_bound.c) of graph tg under an activation budget of
+ * `budget` bytes, by CBC for at most time_limit seconds: *lower gets it (-1: none
+ * reached, or no solution fits). For tests: every plan's overhead is at least *lower.
+ */
+remat_status optimal_lower(const remat_tgraph *tg, const struct dag *d, size_t budget,
+                           double time_limit, double *lower);
+
 /* ----------------------------------------------------------- optimal_heur.c */
 
 /*
@@ -194,8 +202,9 @@ enum lp_end optimal_branch(struct opt *o, const struct lp *lp, const double *sta
 /*
  * The retention relaxation's lower bound on the overhead under `budget` bytes (units of
  * `unit`), by CBC until t_end; -1 when none was reached (or the relaxation has no
- * solution). keep[i] gets whether its best solution keeps node i from its stage to its
- * last use (*found: it has one). Sets *oom when out of memory.
+ * solution). keep[i] gets whether its best solution keeps node i over every gap between
+ * its uses, from its stage to its last use (*found: it has one). Sets *oom when out of
+ * memory.
  */
 double optimal_retention(struct opt *o, double budget, double unit, double t_end, bool *keep,
                          bool *found, bool *oom);
