@@ -476,6 +476,34 @@ out:
     remat_graph_free(g);
 }
 
+/* Sets whose instances are all live at one step (the host tier's shape, which the
+ * packer stacks without its greedy walk): valid, and ending at the sum of the rounded
+ * sizes, the least any packing can (every pair overlaps); a few thousand instances, so
+ * that the walk it replaces (k^2 log k) would show in the time. */
+static void test_stacked(void)
+{
+    static struct instance in[4000];
+    size_t n_sets = 40;
+
+    reseed(5);
+    for (size_t s = 0; s < n_sets; s++) {
+        size_t n = 1 + urand(s % 4 ? 300 : 4000), align = urand(2) ? 64 : 1, end = 0, sum = 0;
+        size_t at = 1000 + urand(100);
+
+        random_set(in, n, 1, 0);
+        for (size_t i = 0; i < n; i++) { /* every lifetime holds step `at` */
+            in[i].first = at - urand(1000);
+            in[i].last = at + urand(1000);
+            sum += up(in[i].bytes, align);
+        }
+        CHECK_OK(layout_pack(NULL, in, n, align, &end));
+        CHECK_OR(plain_valid(in, n, align), break, "set %zu: two live instances overlap", s);
+        CHECK(end == sum && end_of(in, n, align) == sum,
+              "set %zu: %zu instances live at one step end at %zu (offsets %zu), not at the "
+              "sum of their sizes %zu", s, n, end, end_of(in, n, align), sum);
+    }
+}
+
 int main(void)
 {
     const char *e = getenv("REMAT_SEED");
@@ -486,5 +514,6 @@ int main(void)
     RUN(test_check);
     RUN(test_random_larger);
     RUN(test_resnet50);
+    RUN(test_stacked);
     return harness_end();
 }

@@ -14,9 +14,8 @@
  * Work: a greedy pass is O(k log k + k·c log c) for k instances each overlapping c
  * others in time (found through a segment tree on the steps, not by scanning); the
  * search visits O(k + c) per node and stops at SEARCH_WORK (about 0.1 s), counted in
- * visits so that the same instances always get the same offsets. About 10^3 instances
- * for ResNet-50, 10^4-10^5 for the deepest networks, where the first pass meets the
- * bound.
+ * visits so that the same instances always get the same offsets. 10^3 instances for
+ * ResNet-50, 10^4-10^5 for the deepest networks (the first pass meets the bound).
  */
 #include "mem/pack.h"
 
@@ -526,6 +525,24 @@ static bool pk_solve(struct pk *p, size_t cap, size_t work)
     return false;
 }
 
+/* When all are live at one step (the bound is the sum of the sizes: the host tier, where
+ * every offloaded value waits out the turn to the backward), the first greedy pass
+ * stacks them in its order: that packing (at the bound) without its O(k^2 log k) walk. */
+static bool pk_stack(struct pk *p)
+{
+    size_t sum = 0;
+
+    for (size_t i = 0; i < p->n; i++)
+        sum += p->size[i];
+    if (sum != p->bound)
+        return false;
+    pk_order(p, &orders[0], p->ord);
+    for (size_t k = 0, at = 0; k < p->n; at += p->size[p->ord[k++]])
+        p->off[p->ord[k]] = p->size[p->ord[k]] ? at : 0; /* as pk_pass: empty ones at 0 */
+    pk_keep(p, sum);
+    return true;
+}
+
 /* Greedy passes; then the search at the lower bound with half the work, and if it
  * fails, at capacities a little above in increasing order until one is met. */
 static void pk_search(struct pk *p, size_t work)
@@ -534,6 +551,8 @@ static void pk_search(struct pk *p, size_t work)
     size_t stop = p->work + work;
 
     p->best = NONE;
+    if (pk_stack(p))
+        return;
     for (size_t o = 0; o < N_GREEDY && p->best > p->bound; o++) {
         pk_order(p, &orders[o], p->ord);
         pk_keep(p, pk_pass(p, p->ord, orders[o].first_fit, p->best, NULL));
@@ -645,18 +664,52 @@ static const struct {
     bool fill;
 } splits[] = {{1000, false}, {300, true}, {100, true}, {30, true}};
 
+/* The large ones of every split, at every depth, are the instances of at least some
+ * size in their first order: nested sets, each told by its count. Packed once per
+ * (count, depth) in one layout_pack (a split's splits meet the same sets again; the
+ * largest of ResNet-2498's hybrid plan four times): the offsets kept here. */
+#define PACK_MEMO 16
+struct pack_memo {
+    struct pack_kept { size_t n, end, *off; int depth; } e[PACK_MEMO];
+    int n;
+};
+
+static remat_status pack(const remat_allocator *al, struct instance *inst, size_t n,
+                         size_t align, size_t *end, int depth, struct pack_memo *pm);
+
+/* pack on the n_large large ones of a split, through the memo. */
+static remat_status pack_large(const remat_allocator *al, struct instance *tmp,
+                               size_t n_large, size_t align, size_t *end, int depth,
+                               struct pack_memo *pm)
+{
+    remat_status st;
+    size_t *off;
+
+    for (int k = 0; k < pm->n; k++)
+        if (pm->e[k].n == n_large && pm->e[k].depth == depth) { /* met before */
+            for (size_t i = 0; i < n_large; i++)
+                tmp[i].offset = pm->e[k].off[i];
+            *end = pm->e[k].end;
+            return REMAT_OK;
+        }
+    if ((st = pack(al, tmp, n_large, align, end, depth, pm)) || pm->n == PACK_MEMO ||
+        !(off = core_alloc(al, n_large * sizeof *off + 1)))
+        return st; /* not kept (the memo full, or no memory): packed again if met again */
+    for (size_t i = 0; i < n_large; i++)
+        off[i] = tmp[i].offset;
+    pm->e[pm->n++] = (struct pack_kept){n_large, *end, off, depth};
+    return REMAT_OK;
+}
+
 /* One split: tmp holds the n_large large instances, then the small ones; from[k] is
  * tmp[k]'s index in inst. */
-static remat_status pack(const remat_allocator *al, struct instance *inst, size_t n,
-                         size_t align, size_t *end, int depth);
-
 static remat_status pack_split(const remat_allocator *al, struct instance *inst, size_t n,
                                size_t align, struct instance *tmp, const size_t *from,
                                size_t n_large, bool fill, size_t *fixed, size_t *end,
-                               int depth)
+                               int depth, struct pack_memo *pm)
 {
     size_t e_large = 0, e_small = 0, e;
-    remat_status st = pack(al, tmp, n_large, align, &e_large, depth + 1);
+    remat_status st = pack_large(al, tmp, n_large, align, &e_large, depth + 1, pm);
 
     if (st)
         return st;
@@ -683,7 +736,8 @@ static remat_status pack_split(const remat_allocator *al, struct instance *inst,
 
 /* Tries every split of `splits` whose threshold leaves both kinds. */
 static remat_status pack_splits(const remat_allocator *al, struct instance *inst, size_t n,
-                                size_t align, size_t load, size_t *end, int depth)
+                                size_t align, size_t load, size_t *end, int depth,
+                                struct pack_memo *pm)
 {
     struct instance *tmp = core_calloc(al, n, sizeof *tmp);
     size_t *from = core_calloc(al, n, sizeof *from), *fixed = core_calloc(al, n, sizeof *fixed);
@@ -703,7 +757,7 @@ static remat_status pack_splits(const remat_allocator *al, struct instance *inst
                 }
         if (n_large > 0 && n_large < n)
             st = pack_split(al, inst, n, align, tmp, from, n_large, splits[q].fill, fixed,
-                            end, depth);
+                            end, depth, pm);
     }
     core_free(al, tmp, n * sizeof *tmp);
     core_free(al, from, n * sizeof *from);
@@ -716,21 +770,26 @@ static remat_status pack_splits(const remat_allocator *al, struct instance *inst
 #define SPLIT_DEPTH 2
 
 static remat_status pack(const remat_allocator *al, struct instance *inst, size_t n,
-                         size_t align, size_t *end, int depth)
+                         size_t align, size_t *end, int depth, struct pack_memo *pm)
 {
     size_t load = 0;
     remat_status st = pk_run(al, inst, n, align, inst, end, SEARCH_WORK, NULL);
 
     if (!st && depth < SPLIT_DEPTH && !(st = pk_run(al, inst, n, align, NULL, &load, 0, NULL)) &&
         *end > load)
-        st = pack_splits(al, inst, n, align, load, end, depth);
+        st = pack_splits(al, inst, n, align, load, end, depth, pm);
     return st;
 }
 
 remat_status layout_pack(const remat_allocator *al, struct instance *inst, size_t n,
                          size_t align, size_t *end)
 {
-    return pack(al, inst, n, align, end, 0);
+    struct pack_memo pm = {.n = 0};
+    remat_status st = pack(al, inst, n, align, end, 0, &pm);
+
+    for (int k = 0; k < pm.n; k++)
+        core_free(al, pm.e[k].off, pm.e[k].n * sizeof *pm.e[k].off + 1);
+    return st;
 }
 
 remat_status layout_load(const remat_allocator *al, const struct instance *inst, size_t n,

@@ -234,7 +234,7 @@ static void drop_bases(struct hybrid_bases *b)
     }
 }
 
-void plan_memo_fini(struct plan_memo *m)
+void hybrid_memo_fini(struct plan_memo *m)
 {
     if (m) {
         drop_bases(m->hybrid);

@@ -77,11 +77,13 @@ static double block_t(const struct dp *p, int32_t i, int32_t j, size_t *dm, size
     return ls->t[j] - ls->t[i] - tb; /* T(V' \ ∂(L')) */
 }
 
+/* The nearest whole overhead, at least 0: floor(x) as the conversion's truncation,
+ * which is the same for x >= 0 (without libm's call, once per pair). */
 static int32_t quantize(const struct dp *p, double t)
 {
-    double q = floor(t * p->scale + 0.5);
+    double x = t * p->scale + 0.5;
 
-    return q < 0 ? 0 : (int32_t)q;
+    return x < 0 ? 0 : (int32_t)x;
 }
 
 static bool push_point(struct dp *p, struct point pt)

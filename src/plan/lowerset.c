@@ -7,6 +7,7 @@
  */
 #include "plan/lowerset.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,8 +86,10 @@ static bool htab_grow(const remat_allocator *a, struct htab *h, const struct lse
     return true;
 }
 
-/* Adds the bitset b (if new); *added tells. REMAT_ERR_NOMEM on failure. */
-static remat_status add_set(struct lsets *ls, struct htab *h, const uint64_t *b, bool *added)
+/* Adds the bitset b (if new); *added tells, and *at (may be NULL) gets its index.
+ * REMAT_ERR_NOMEM on failure. */
+static remat_status add_set_at(struct lsets *ls, struct htab *h, const uint64_t *b,
+                               bool *added, int32_t *at)
 {
     size_t k;
 
@@ -95,14 +98,19 @@ static remat_status add_set(struct lsets *ls, struct htab *h, const uint64_t *b,
         goto nomem;
     k = bits_hash(b, ls->words) & (h->cap - 1);
     while (h->slot[k] >= 0) {
-        if (!memcmp(lsets_bits(ls, h->slot[k]), b, sizeof *b * (size_t)ls->words))
+        if (!memcmp(lsets_bits(ls, h->slot[k]), b, sizeof *b * (size_t)ls->words)) {
+            if (at)
+                *at = h->slot[k];
             return REMAT_OK;
+        }
         k = (k + 1) & (h->cap - 1);
     }
     if (!grow_sets(ls, (size_t)ls->n + 1))
         goto nomem;
     memcpy(ls->bits + (size_t)ls->n * (size_t)ls->words, b, sizeof *b * (size_t)ls->words);
     ls->size[ls->n] = bits_count(b, ls->words);
+    if (at)
+        *at = ls->n;
     h->slot[k] = ls->n++;
     *added = true;
     return REMAT_OK;
@@ -111,36 +119,61 @@ nomem:
                       ls->n);
 }
 
-static remat_status enum_approx(const struct dag *d, struct lsets *ls, struct htab *h)
+static remat_status add_set(struct lsets *ls, struct htab *h, const uint64_t *b, bool *added)
+{
+    return add_set_at(ls, h, b, added, NULL);
+}
+
+/*
+ * The ancestor closures in node order, each recorded with a base (base[k], by creation
+ * index; -1: none): the closure of its predecessor of largest closure, a subset from
+ * which measure_from works it out (∅ for a node without predecessors). base has room
+ * for n + 2 sets.
+ */
+static remat_status enum_approx(const struct dag *d, struct lsets *ls, struct htab *h,
+                                int32_t *base)
 {
     size_t w = (size_t)ls->words;
     uint64_t *anc = core_calloc(ls->al, (size_t)d->n * w + w, sizeof *anc);
+    int32_t *at = core_calloc(ls->al, (size_t)d->n + 1, sizeof *at), k0 = 0;
     remat_status st = REMAT_OK;
     bool added;
 
-    if (!anc)
-        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets");
-    /* anc + n*w is all zeros: ∅. */
-    if ((st = add_set(ls, h, anc + (size_t)d->n * w, &added)))
+    if (!anc || !at) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets");
         goto out;
+    }
+    /* anc + n*w is all zeros: ∅. */
+    if ((st = add_set_at(ls, h, anc + (size_t)d->n * w, &added, &k0)))
+        goto out;
+    base[k0] = -1;
     for (int32_t v = 0; v < d->n; v++) {
         uint64_t *av = anc + (size_t)v * w;
+        int32_t big = -1, k;
 
         for (int32_t e = d->pred_at[v]; e < d->pred_at[v + 1]; e++) {
-            const uint64_t *au = anc + (size_t)d->pred[e] * w;
+            int32_t u = d->pred[e];
+            const uint64_t *au = anc + (size_t)u * w;
 
-            for (size_t k = 0; k < w; k++)
-                av[k] |= au[k];
+            for (size_t q = 0; q < w; q++)
+                av[q] |= au[q];
+            if (big < 0 || ls->size[at[u]] > ls->size[at[big]])
+                big = u;
         }
         bits_set(av, v);
-        if ((st = add_set(ls, h, av, &added)))
+        if ((st = add_set_at(ls, h, av, &added, &k)))
             goto out;
+        at[v] = k;
+        if (added)
+            base[k] = big >= 0 ? at[big] : k0;
     }
     for (int32_t v = 0; v < d->n; v++) /* V */
         bits_set(anc, v);
-    st = add_set(ls, h, anc, &added);
+    if (!(st = add_set_at(ls, h, anc, &added, &k0)) && added)
+        base[k0] = -1;
 out:
     core_free(ls->al, anc, sizeof *anc * ((size_t)d->n * w + w));
+    core_free(ls->al, at, sizeof *at * ((size_t)d->n + 1));
     return st;
 }
 
@@ -271,16 +304,22 @@ static int cmp_m_size(const void *x, const void *y)
     return (i > j) - (i < j);
 }
 
-/* M(L) of every set, for the sort. */
-static size_t *set_bytes(const struct dag *d, const struct lsets *ls, size_t n)
+/* M(L) of every set, for the sort: from set base[i]'s (a subset made before it) plus
+ * the nodes it lacks, or (base NULL or base[i] < 0) over every node of the set. */
+static size_t *set_bytes(const struct dag *d, const struct lsets *ls, size_t n,
+                         const int32_t *base)
 {
     size_t *m = core_calloc(ls->al, n ? n : 1, sizeof *m);
 
     for (size_t i = 0; m && i < n; i++) {
-        const uint64_t *b = lsets_bits(ls, (int32_t)i);
+        const uint64_t *b = lsets_bits(ls, (int32_t)i), *bb = NULL;
 
+        if (base && base[i] >= 0) {
+            bb = lsets_bits(ls, base[i]);
+            m[i] = m[base[i]];
+        }
         for (int k = 0; k < ls->words; k++)
-            for (uint64_t x = b[k]; x; x &= x - 1)
+            for (uint64_t x = bb ? b[k] & ~bb[k] : b[k]; x; x &= x - 1)
                 m[i] += d->m[64 * k + __builtin_ctzll(x)];
     }
     return m;
@@ -356,9 +395,95 @@ static bool measure(const struct dag *d, struct lsets *ls, int32_t i, int32_t *m
     return true;
 }
 
+/*
+ * Set i's quantities from those of set b, a subset of it measured before (the same
+ * numbers and lists as measure): M and T add the nodes of L_i \ L_b (T exactly so when
+ * the costs are whole numbers, sums_exact); a boundary node of L_i is a boundary node
+ * of L_b or new, and so is a maximal node (a node of L_b with a successor outside L_i
+ * had one outside L_b; one with a successor in L_b has it in L_i). So the walk covers
+ * the new nodes and L_b's two lists, merged in node order, instead of all of L_i:
+ * O(words + |new| + |∂(L_b)| + |max(L_b)|) and their edges, not O(|L_i|).
+ */
+static bool measure_from(const struct dag *d, struct lsets *ls, int32_t i, int32_t b,
+                         int32_t *mark)
+{
+    const uint64_t *bi = lsets_bits(ls, i), *bb = lsets_bits(ls, b);
+    int32_t stamp = i + 1, *out = mark + 2 * (size_t)d->n, n_out = 0;
+    int32_t nb = ls->bd_at[i], nx = ls->mx_at[i];
+    int32_t p = ls->bd_at[b], pe = ls->bd_at[b + 1], q = ls->mx_at[b], qe = ls->mx_at[b + 1];
+    int k = 0;
+    uint64_t x = ls->words ? bi[0] & ~bb[0] : 0;
+
+    ls->m[i] = ls->m[b];
+    ls->t[i] = ls->t[b];
+    for (;;) {
+        int32_t v = INT32_MAX, nv;
+        bool out_succ = false, in_succ = false;
+
+        while (!x && ++k < ls->words)
+            x = bi[k] & ~bb[k];
+        nv = x ? 64 * k + __builtin_ctzll(x) : INT32_MAX; /* the next new node */
+        v = p < pe && ls->bd[p] < v ? ls->bd[p] : v;
+        v = q < qe && ls->mx[q] < v ? ls->mx[q] : v;
+        v = nv < v ? nv : v;
+        if (v == INT32_MAX)
+            break;
+        if (v == nv) {
+            ls->m[i] += d->m[v];
+            ls->t[i] += d->t[v];
+            x &= x - 1;
+        }
+        p += p < pe && ls->bd[p] == v;
+        q += q < qe && ls->mx[q] == v;
+        for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1]; e++) {
+            int32_t sv = d->succ[e];
+
+            if (bits_has(bi, sv)) {
+                in_succ = true;
+                continue;
+            }
+            out_succ = true;
+            if (mark[sv] == stamp)
+                continue;
+            mark[sv] = stamp; /* sv ∈ δ+(L) */
+            out[n_out++] = sv;
+            ls->m_out[i] += d->m[sv];
+        }
+        if ((out_succ && !push_node(ls->al, &ls->bd, &ls->bd_cap, nb++, v)) ||
+            (!in_succ && !push_node(ls->al, &ls->mx, &ls->mx_cap, nx++, v)))
+            return false;
+    }
+    for (int32_t r = 0; r < n_out; r++) /* δ−(δ+(L)) \ L, as measure */
+        for (int32_t e = d->pred_at[out[r]]; e < d->pred_at[out[r] + 1]; e++) {
+            int32_t u = d->pred[e];
+
+            if (!bits_has(bi, u) && mark[d->n + u] != stamp) {
+                mark[d->n + u] = stamp;
+                ls->m_out[i] += d->m[u];
+            }
+        }
+    ls->bd_at[i + 1] = nb;
+    ls->mx_at[i + 1] = nx;
+    return true;
+}
+
+/* True when adding node costs in any order gives the same T: whole numbers whose total
+ * stays below 2^53. */
+static bool sums_exact(const struct dag *d)
+{
+    double total = 0;
+
+    for (int32_t v = 0; v < d->n; v++) {
+        if (d->t[v] < 0 || d->t[v] != floor(d->t[v]))
+            return false;
+        total += d->t[v];
+    }
+    return total < 9007199254740992.0;
+}
+
 /* Sorts the sets by M(L) and size (cmp_m_size), or with dfs keeps the numbering up to
  * V's, and fills the per-set quantities. */
-static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs)
+static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs, int32_t *base)
 {
     const remat_allocator *a = ls->al;
     size_t w = (size_t)ls->words, n = (size_t)ls->n, n_all = n;
@@ -376,7 +501,7 @@ static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs)
             n--;
         ls->n = (int32_t)n;
     } else {
-        size_t *m = set_bytes(d, ls, n);
+        size_t *m = set_bytes(d, ls, n, base);
 
         if (!m)
             goto nomem;
@@ -405,8 +530,18 @@ static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs)
     mark = core_calloc(a, 3 * (size_t)d->n + 1, sizeof *mark);
     if (!ls->m || !ls->t || !ls->m_out || !ls->bd_at || !ls->mx_at || !mark)
         goto nomem;
+    if (base && !sums_exact(d))
+        base = NULL; /* T summed in another order could differ in its last bits */
+    if (base) { /* base by sorted index: base[perm[i]]'s place (before i) */
+        for (size_t i = 0; i < n; i++)
+            mark[perm[i]] = (int32_t)i; /* mark: 3 d->n + 1 >= n words, zeroed after */
+        for (size_t i = 0; i < n; i++)
+            perm[i] = base[perm[i]] >= 0 ? mark[base[perm[i]]] : -1;
+        memset(mark, 0, sizeof *mark * n);
+    }
     for (size_t i = 0; i < n; i++)
-        if (!measure(d, ls, (int32_t)i, mark))
+        if (!(base && perm[i] >= 0 ? measure_from(d, ls, (int32_t)i, perm[i], mark)
+                                   : measure(d, ls, (int32_t)i, mark)))
             goto nomem;
     goto out;
 nomem:
@@ -423,17 +558,23 @@ remat_status lsets_build(const struct dag *d, enum lsets_family fam, const int32
                          int64_t max_sets, struct lsets *ls)
 {
     struct htab h = {NULL, 0};
+    bool approx = fam == LS_APPROX || fam == LS_APPROX_WALK;
+    size_t nb = (size_t)d->n + 2;
+    int32_t *base = approx ? core_calloc(d->al, nb, sizeof *base) : NULL;
     remat_status st;
 
     memset(ls, 0, sizeof *ls);
     ls->al = d->al;
     ls->words = d->words > 0 ? d->words : 1;
+    if (approx && !base)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets");
     st = fam == LS_EXACT     ? enum_exact(d, ls, &h, max_sets)
          : fam == LS_EXACT_DFS ? enum_exact_dfs(d, key, ls, &h, max_sets)
-                               : enum_approx(d, ls, &h);
+                               : enum_approx(d, ls, &h, base);
     core_free(ls->al, h.slot, sizeof *h.slot * h.cap);
     if (!st)
-        st = finish(d, ls, fam == LS_EXACT_DFS);
+        st = finish(d, ls, fam == LS_EXACT_DFS, fam == LS_APPROX ? base : NULL);
+    core_free(d->al, base, sizeof *base * nb);
     if (st)
         lsets_fini(ls);
     return st;

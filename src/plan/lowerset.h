@@ -51,6 +51,8 @@ static inline bool lsets_subset(const struct lsets *ls, int32_t i, int32_t j)
 
 enum lsets_family {
     LS_APPROX,     /* ∅, V and every node's ancestor closure */
+    LS_APPROX_WALK, /* the same sets, each measured over all its nodes rather than from
+                      a subset's quantities: the reference LS_APPROX is tested against */
     LS_EXACT,      /* every lower set */
     /*
      * The lower sets the authors' exact solver can chain: found depth-first from ∅ (a

@@ -61,51 +61,120 @@ static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
     return planner_finish(tg, out);
 }
 
-/* The DP strategies: build the graph and the lower sets once, then plan (and search
- * the minimum budget when asked or when the budget is infeasible). */
-static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t fixed,
-                            size_t *budget, remat_schedule **out, remat_plan_info *info)
-{
-    bool exact = o->strategy == REMAT_STRATEGY_EXACT_TC || o->strategy == REMAT_STRATEGY_EXACT_MC;
-    bool mc = o->strategy == REMAT_STRATEGY_APPROX_MC || o->strategy == REMAT_STRATEGY_EXACT_MC;
+/* What the DP strategies keep between the attempts of one remat_plan (plan_memo): the
+ * graph, the lower sets with their model, and the least budget once found; none of them
+ * depends on the budget. */
+struct dp_memo {
     struct dag d;
     struct lsets ls;
+    size_t min_b; /* kusumoto_min_budget's answer; 0 until asked */
+};
+
+static void dp_memo_free(struct dp_memo *m)
+{
+    if (m) {
+        const remat_allocator *a = m->d.al;
+
+        dp_sim_free(m->ls.sim);
+        lsets_fini(&m->ls);
+        dag_fini(&m->d);
+        core_free(a, m, sizeof *m);
+    }
+}
+
+void plan_memo_fini(struct plan_memo *m)
+{
+    if (m) {
+        hybrid_memo_fini(m);
+        dp_memo_free(m->dp);
+        m->dp = NULL;
+    }
+}
+
+/* The graph and lower sets of the DP strategies (from the memo when it has them; kept
+ * there when memo is given). */
+static remat_status dp_setup(const remat_tgraph *tg, const remat_plan_opts *o,
+                             struct plan_memo *memo, struct dp_memo **out)
+{
+    bool exact = o->strategy == REMAT_STRATEGY_EXACT_TC || o->strategy == REMAT_STRATEGY_EXACT_MC;
+    struct dp_memo *m;
+    int32_t *key = NULL;
+    remat_status st;
+
+    if (memo && memo->dp) {
+        *out = memo->dp;
+        return REMAT_OK;
+    }
+    *out = NULL;
+    if (!(m = core_calloc(tgraph_al(tg), 1, sizeof *m)))
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+    if ((st = dag_build(tg, &m->d))) {
+        core_free(tgraph_al(tg), m, sizeof *m);
+        return st;
+    }
+    if (exact && o->authors_lattice) {
+        /* The authors number values by their id in the file; our value ids are those. */
+        key = core_calloc(m->d.al, (size_t)m->d.n + 1, sizeof *key);
+        if (!key) {
+            dp_memo_free(m);
+            return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+        }
+        for (int32_t v = 0; v < m->d.n; v++)
+            key[v] = tg->ops[m->d.op[v]].out[0];
+    }
+    st = lsets_build(&m->d, !exact ? LS_APPROX : o->authors_lattice ? LS_EXACT_DFS : LS_EXACT,
+                     key, o->max_lower_sets ? o->max_lower_sets : 100000, &m->ls);
+    core_free(m->d.al, key, sizeof *key * ((size_t)m->d.n + 1));
+    if (!st && !o->authors_bound && m->d.n <= DP_SIM_MAX_NODES)
+        st = dp_sim_new(tg, &m->d, &m->ls, &m->ls.sim);
+    if (st) {
+        dp_memo_free(m);
+        return st;
+    }
+    if (memo)
+        memo->dp = m;
+    *out = m;
+    return REMAT_OK;
+}
+
+/* The DP's least budget, found once per memo. */
+static remat_status dp_min_budget(struct dp_memo *m, const struct dp_progress *pg, size_t *out)
+{
+    remat_status st = REMAT_OK;
+
+    if (!m->min_b)
+        st = kusumoto_min_budget(&m->d, &m->ls, pg, &m->min_b);
+    *out = m->min_b;
+    return st;
+}
+
+/* The DP strategies: the graph and the lower sets built once (dp_setup), then plan (and
+ * search the minimum budget when asked or when the budget is infeasible). */
+static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t fixed,
+                            size_t *budget, remat_schedule **out, remat_plan_info *info,
+                            struct plan_memo *memo)
+{
+    bool mc = o->strategy == REMAT_STRATEGY_APPROX_MC || o->strategy == REMAT_STRATEGY_EXACT_MC;
+    struct dp_memo *dm = NULL;
     struct chain c = {0, NULL, NULL};
     struct dp_result res;
     struct dp_progress pg = {o->progress, o->progress_ud};
     size_t peak;
-    int32_t *key = NULL;
     remat_status st;
 
-    if ((st = dag_build(tg, &d)))
+    if ((st = dp_setup(tg, o, memo, &dm)))
         return st;
-    if (exact && o->authors_lattice) {
-        /* The authors number values by their id in the file; our value ids are those. */
-        key = core_calloc(d.al, (size_t)d.n + 1, sizeof *key);
-        if (!key) {
-            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
-            goto out_dag;
-        }
-        for (int32_t v = 0; v < d.n; v++)
-            key[v] = tg->ops[d.op[v]].out[0];
-    }
-    st = lsets_build(&d, !exact ? LS_APPROX : o->authors_lattice ? LS_EXACT_DFS : LS_EXACT,
-                     key, o->max_lower_sets ? o->max_lower_sets : 100000, &ls);
-    core_free(d.al, key, sizeof *key * ((size_t)d.n + 1));
-    if (st)
-        goto out_dag;
-    info->n_lower_sets = ls.n;
-    if (!o->authors_bound && d.n <= DP_SIM_MAX_NODES && (st = dp_sim_new(tg, &d, &ls, &ls.sim)))
-        goto out;
-    c.block = core_calloc(d.al, (size_t)d.n + 1, sizeof *c.block);
-    c.kept = core_calloc(d.al, (size_t)d.n + 1, sizeof *c.kept);
+    REMAT_ASSERT(dm);
+    info->n_lower_sets = dm->ls.n;
+    c.block = core_calloc(dm->d.al, (size_t)dm->d.n + 1, sizeof *c.block);
+    c.kept = core_calloc(dm->d.al, (size_t)dm->d.n + 1, sizeof *c.kept);
     if (!c.block || !c.kept) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
         goto out;
     }
-    if (o->budget_min && (st = kusumoto_min_budget(&d, &ls, &pg, budget)))
+    if (o->budget_min && (st = dp_min_budget(dm, &pg, budget)))
         goto out;
-    if ((st = plan_dp_at(tg, &d, &ls, mc, *budget, &pg, &c, &res, out)))
+    if ((st = plan_dp_at(tg, &dm->d, &dm->ls, mc, *budget, &pg, &c, &res, out)))
         goto out;
     if (!res.feasible) {
         size_t min_b = 0, sim = SIZE_MAX;
@@ -113,8 +182,9 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
         /* The DP's bound is looser than the simulator: its least-bound plan may still
          * fit the budget when simulated, and then it is the plan (the budget fit would
          * otherwise come back for it with a larger budget). */
-        if (!(st = kusumoto_min_budget(&d, &ls, &pg, &min_b)) &&
-            !(st = plan_dp_at(tg, &d, &ls, mc, min_b, &pg, &c, &res, out)) && res.feasible &&
+        if (!(st = dp_min_budget(dm, &pg, &min_b)) &&
+            !(st = plan_dp_at(tg, &dm->d, &dm->ls, mc, min_b, &pg, &c, &res, out)) &&
+            res.feasible &&
             !(st = planner_sim_peak(tg, *out, &sim)) && sim <= *budget)
             goto fits;
         remat_schedule_free(*out);
@@ -151,7 +221,7 @@ fits:
             size_t mid = lo + (hi - lo) / 2;
             remat_schedule *s = NULL;
 
-            if ((st = plan_dp_at(tg, &d, &ls, mc, mid, &pg, &c, &res, &s)))
+            if ((st = plan_dp_at(tg, &dm->d, &dm->ls, mc, mid, &pg, &c, &res, &s)))
                 break;
             if (res.feasible && !(st = planner_sim_peak(tg, s, &peak)) && peak <= target) {
                 remat_schedule_free(fit);
@@ -171,8 +241,8 @@ fits:
             size_t min_b = 0;
 
             /* The smallest budget that works: the simulated peak at the DP's minimum. */
-            if (!(st = kusumoto_min_budget(&d, &ls, &pg, &min_b)) &&
-                !(st = plan_dp_at(tg, &d, &ls, mc, min_b, &pg, &c, &res, &fit)) &&
+            if (!(st = dp_min_budget(dm, &pg, &min_b)) &&
+                !(st = plan_dp_at(tg, &dm->d, &dm->ls, mc, min_b, &pg, &c, &res, &fit)) &&
                 !(st = planner_sim_peak(tg, fit, &peak)))
                 st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan's simulated peak fits an "
                                 "activation budget of %zu bytes; the smallest that fits is "
@@ -188,12 +258,10 @@ fits:
         *out = fit;
     }
 out:
-    core_free(d.al, c.block, sizeof *c.block * ((size_t)d.n + 1));
-    core_free(d.al, c.kept, sizeof *c.kept * ((size_t)d.n + 1));
-    dp_sim_free(ls.sim);
-    lsets_fini(&ls);
-out_dag:
-    dag_fini(&d);
+    core_free(dm->d.al, c.block, sizeof *c.block * ((size_t)dm->d.n + 1));
+    core_free(dm->d.al, c.kept, sizeof *c.kept * ((size_t)dm->d.n + 1));
+    if (!memo)
+        dp_memo_free(dm);
     return st;
 }
 
@@ -277,7 +345,7 @@ static remat_status run_dp(const remat_tgraph *tg, const remat_plan_opts *o, siz
                            remat_schedule **out, remat_plan_info *info,
                              struct plan_memo *memo)
 {
-    return plan_dp(tg, o, tg->resident_bytes, budget, out, info);
+    return plan_dp(tg, o, tg->resident_bytes, budget, out, info, memo);
 }
 
 static remat_status run_heuristic(const remat_tgraph *tg, const remat_plan_opts *o,

@@ -73,8 +73,11 @@ remat_status planner_finish(const remat_tgraph *tg, remat_schedule **s);
  * Zeroed before the first attempt, released by plan_memo_fini after the last. */
 struct plan_memo {
     struct hybrid_bases *hybrid; /* hybrid.c: the plans it starts from */
+    struct dp_memo *dp;          /* plan.c: the DP's graph, lower sets and least budget */
 };
 void plan_memo_fini(struct plan_memo *m);
+/* hybrid.c: releases m->hybrid (plan_memo_fini's part). */
+void hybrid_memo_fini(struct plan_memo *m);
 
 /* The keep / recompute / offload planner (hybrid.c): see docs/planners.md. memo may be
  * NULL (nothing kept). */

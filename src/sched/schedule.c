@@ -179,7 +179,10 @@ remat_status schedule_liveness(const remat_tgraph *tg, const remat_schedule *in,
     last_read = core_calloc(a, (size_t)tg->n_values + 1, sizeof *last_read);
     reads = core_calloc(a, (size_t)m, sizeof *reads);
     makes = core_calloc(a, (size_t)m, sizeof *makes);
-    frees = core_calloc(a, cap_frees, sizeof *frees);
+    /* written before read, and its bound is loose (3 per touch of every step): left
+     * unzeroed, so that only the pages used are touched */
+    if (cap_frees <= SIZE_MAX / sizeof *frees)
+        frees = core_alloc(a, cap_frees * sizeof *frees);
     if (!last || !last_read || !reads || !makes || !frees) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the liveness pass");
         goto out;
