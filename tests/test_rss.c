@@ -21,6 +21,8 @@
 #include "core/core.h"
 #include "core/rss.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -279,7 +281,59 @@ static void test_mark_growth(void)
               "data grew by %zu with %zu kept and %zu gone", g.data_bytes, TOUCH_BYTES,
               TOUCH_BYTES / 2);
     }
+    rss_mark_forget_peak(&m); /* what came and went before no longer counts */
+    g = rss_mark_growth(&m);
+    CHECK(about(g.data_bytes, TOUCH_BYTES, SHADOW(2 * TOUCH_BYTES)), "data grew by %zu "
+          "with %zu kept, the peak forgotten", g.data_bytes, TOUCH_BYTES);
     munmap(keep, TOUCH_BYTES);
+}
+
+/*
+ * rss_release_free: 64 MiB of the heap in 64 KiB blocks written, every other block freed
+ * (holes between live blocks, which no trimming of the heap's top gives back): the data
+ * part holds 64 MiB until the release, 32 MiB after (glibc; elsewhere skipped).
+ */
+static void test_release_free(void)
+{
+    enum { N = 1024, BLOCK = 64 << 10 };
+    static unsigned char *blk[N];
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    struct rss_mark m;
+    struct rss_split g;
+
+#if !defined(__GLIBC__) || defined(__SANITIZE_ADDRESS__)
+    SKIP("not glibc's allocator");
+    return;
+#endif
+    if (!have_proc())
+        return;
+    rss_release_free();
+    rss_mark_begin(&m);
+    if (!m.split_ok) {
+        SKIP("no /proc/self/smaps");
+        return;
+    }
+    for (int i = 0; i < N; i++) {
+        blk[i] = malloc(BLOCK);
+        REMAT_ASSERT_TEST(blk[i]);
+        memset(blk[i], i + 1, BLOCK);
+    }
+    for (int i = 0; i < N; i += 2)
+        free(blk[i]);
+    g = rss_mark_growth(&m);
+    CHECK(about(g.data_bytes, (size_t)N * BLOCK, 0), "data grew by %zu with %d blocks of %d "
+          "written and half freed", g.data_bytes, N, BLOCK);
+    rss_release_free();
+    rss_mark_forget_peak(&m);
+    g = rss_mark_growth(&m);
+    /* a freed block's first and last pages may hold its neighbours' headers: up to one
+     * page per hole stays */
+    CHECK(g.data_bytes + SLACK >= (size_t)N / 2 * BLOCK &&
+              g.data_bytes <= (size_t)N / 2 * (BLOCK + page) + SLACK,
+          "data %zu after the release, %zu still allocated", g.data_bytes,
+          (size_t)N / 2 * BLOCK);
+    for (int i = 1; i < N; i += 2)
+        free(blk[i]);
 }
 
 /*
@@ -343,6 +397,7 @@ int main(void)
     RUN(test_mark);
     RUN(test_code_pages);
     RUN(test_mark_growth);
+    RUN(test_release_free);
     RUN(test_trainer);
     return harness_end();
 }

@@ -7,6 +7,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 /* The value of the "<key>:  N kB" line of /proc/self/status, in bytes; 0 when the file
  * or the line is missing or malformed. */
@@ -116,6 +119,19 @@ void rss_mark_begin(struct rss_mark *m)
     m->hwm_bytes = rss_peak_bytes();
     m->before_bytes = rss_current_bytes();
     m->split_ok = rss_split(&m->split);
+}
+
+void rss_release_free(void)
+{
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+}
+
+void rss_mark_forget_peak(struct rss_mark *m)
+{
+    m->reset = rss_reset_peak();
+    m->hwm_bytes = rss_peak_bytes();
 }
 
 size_t rss_mark_peak(const struct rss_mark *m, size_t sampled_bytes)

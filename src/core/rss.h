@@ -53,6 +53,12 @@ struct rss_mark {
 
 /* Resets the high-water mark and records the resident set. */
 void rss_mark_begin(struct rss_mark *m);
+/* Has the C library give the system back the free pages of its heaps (glibc's
+ * malloc_trim; nothing elsewhere), so that memory freed is no longer resident. */
+void rss_release_free(void);
+/* Resets the high-water mark again, the mark's other figures kept: memory held and given
+ * back before this point no longer counts, memory still held does. */
+void rss_mark_forget_peak(struct rss_mark *m);
 /* The most the process held since the mark (see the file's comment): VmHWM when the
  * reset worked or the mark rose since, else the larger of sampled_bytes (the caller's
  * largest VmRSS sample, 0 if none) and VmRSS now. 0 where unavailable. */

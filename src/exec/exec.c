@@ -296,6 +296,7 @@ remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const rema
     if (!g || !tg || !s)
         return REMAT_FAIL(REMAT_ERR_ARG, "a trainer needs a graph, its training graph and a "
                           "schedule");
+    rss_release_free(); /* what was freed before is not resident at the mark either */
     rss_mark_begin(&mark); /* before anything below allocates */
     if ((st = remat_sim_run(tg, s, &r)) || (st = trainer_begin(b, g, tg, o, &t)))
         return st;
@@ -328,6 +329,12 @@ remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const rema
     if ((st = layout_build(tg, s, 64, &t->lay)))
         goto fail;
     REMAT_ASSERT(t->lay.peak_bytes == t->activation_peak);
+    /* Choosing kernels and packing the arena is planning: what it held and gave back is
+     * not the training's (the packer's search log reaches megabytes on ResNet-50). The
+     * allocator returns the freed pages to the system and the high-water mark starts
+     * again here; what is still held counts. */
+    rss_release_free();
+    rss_mark_forget_peak(&t->rss);
     t->arena = t->be->alloc(t->ctx, t->lay.arena_bytes);
     if (!t->arena) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate the %zu-byte arena",
