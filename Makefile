@@ -104,7 +104,8 @@ $(BUILD)/src/io/onnx.o $(BUILD)/src/io/onnx_ops.o $(BUILD)/src/io/onnx_rnn_src.o
 
 # the per-sample kernels' batch split (src/kernels/cpu/split.c) uses OpenMP pragmas
 $(BUILD)/src/kernels/cpu/split.o: CFLAGS += -fopenmp
-$(BUILD)/src/kernels/cpu/seq.o $(BUILD)/src/kernels/cpu/matmul.o $(BUILD)/src/kernels/cpu/ctx.o: CFLAGS += -fopenmp
+$(BUILD)/src/kernels/cpu/seq.o $(BUILD)/src/kernels/cpu/matmul.o $(BUILD)/src/kernels/cpu/ctx.o \
+$(BUILD)/src/kernels/cpu/conv_gemm.o: CFLAGS += -fopenmp
 # batch norm: channels on OpenMP's threads (src/kernels/ref/norm.c); the cross-entropy's
 # rows and AdamW's elements too
 $(BUILD)/src/kernels/ref/norm.o $(BUILD)/src/kernels/ref/loss.o $(BUILD)/src/exec/params.o: CFLAGS += -fopenmp

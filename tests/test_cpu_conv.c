@@ -47,7 +47,8 @@ static void conv_cases(bool transposed)
     struct shp x1 = S4(2, 4, 9, 11), x2 = S4(3, 3, 8, 8), x3 = S4(2, 6, 7, 6),
                x4 = S4(2, 8, 6, 5), x5 = S4(1, 16, 14, 14), x6 = S4(2, 16, 12, 10),
                t1 = S4(2, 4, 5, 6), t2 = S4(2, 6, 4, 3), t3 = S4(1, 8, 7, 7),
-               t4 = S4(2, 16, 5, 6);
+               t4 = S4(2, 16, 5, 6), t5 = S4(2, 3, 1, 2), x7 = S4(2, 3, 3, 4),
+               x8 = S4(2, 64, 20, 20), x9 = S4(4, 16, 64, 64), t6 = S4(4, 8, 64, 64);
 
     rng_state = rng_seed;
     if (transposed) {
@@ -78,6 +79,28 @@ static void conv_cases(bool transposed)
                  &(remat_attrs){.out_channels = 6, .kh = 2, .kw = 2, .sh = 3, .sw = 3, .dh = 2,
                                 .dw = 2, .out_pad_h = 2, .out_pad_w = 1, .bias = true},
                  T_LIN, false);
+        /* 1x1, stride 1, no padding: GEMM's products on the buffers themselves */
+        conv_case("conv_t k1 bias (no columns)", REMAT_OP_CONV_TRANSPOSE2D, &t4,
+                 &(remat_attrs){.out_channels = 8, .kh = 1, .kw = 1, .bias = true}, T_LIN,
+                 false);
+        conv_case("conv_t k1 g2 (no columns)", REMAT_OP_CONV_TRANSPOSE2D, &t2,
+                 &(remat_attrs){.out_channels = 4, .kh = 1, .kw = 1, .groups = 2}, T_LIN,
+                 false);
+        /* 1x1 with output padding: the planes differ, columns again */
+        conv_case("conv_t k1 s2 out_pad 1 bias", REMAT_OP_CONV_TRANSPOSE2D, &t1,
+                 &(remat_attrs){.out_channels = 3, .kh = 1, .kw = 1, .sh = 2, .sw = 2,
+                                .out_pad_h = 1, .out_pad_w = 1, .bias = true},
+                 T_LIN, false);
+        /* columns of 2.4 MB an image: 2 of the 4 images at a time (COL_BATCH_BYTES) */
+        conv_case("conv_t k3 p1 8 -> 16 on 64x64, batch 4", REMAT_OP_CONV_TRANSPOSE2D, &t6,
+                 &(remat_attrs){.out_channels = 16, .kh = 3, .kw = 3, .ph = 1, .pw = 1,
+                                .bias = true},
+                 T_LIN, false);
+        /* the window wider than the input plane */
+        conv_case("conv_t k5 p1 on 1x2, g3", REMAT_OP_CONV_TRANSPOSE2D, &t5,
+                 &(remat_attrs){.out_channels = 6, .kh = 5, .kw = 5, .ph = 1, .pw = 1,
+                                .groups = 3, .bias = true},
+                 T_LIN, false);
         return;
     }
     conv_case("conv2d k3 p1 bias", REMAT_OP_CONV2D, &x2,
@@ -107,20 +130,60 @@ static void conv_cases(bool transposed)
              &(remat_attrs){.out_channels = 32, .kh = 3, .kw = 3, .ph = 2, .pw = 2, .dh = 2,
                             .dw = 2},
              T_LIN, false);
+    /* 1x1, stride 1, no padding: GEMM's products on the buffers themselves */
+    conv_case("conv2d k1 bias (no columns)", REMAT_OP_CONV2D, &x6,
+             &(remat_attrs){.out_channels = 24, .kh = 1, .kw = 1, .bias = true}, T_LIN,
+             false);
+    conv_case("conv2d k1 g2 (no columns)", REMAT_OP_CONV2D, &x1,
+             &(remat_attrs){.out_channels = 6, .kh = 1, .kw = 1, .groups = 2}, T_LIN, false);
+    /* the window larger than the plane: most of each column is padding */
+    conv_case("conv2d k5 p1 on 3x4", REMAT_OP_CONV2D, &x7,
+             &(remat_attrs){.out_channels = 4, .kh = 5, .kw = 5, .ph = 1, .pw = 1,
+                            .bias = true},
+             T_LIN, false);
+    conv_case("conv2d k5 p3 s2 d2 on 3x4", REMAT_OP_CONV2D, &x7,
+             &(remat_attrs){.out_channels = 5, .kh = 5, .kw = 5, .sh = 2, .sw = 2, .ph = 3,
+                            .pw = 3, .dh = 2, .dw = 2},
+             T_LIN, false);
+    /* columns of 2.4 MB an image: 2 of the 4 images at a time (COL_BATCH_BYTES) */
+    conv_case("conv2d k3 p1 16 -> 8 on 64x64, batch 4", REMAT_OP_CONV2D, &x9,
+             &(remat_attrs){.out_channels = 8, .kh = 3, .kw = 3, .ph = 1, .pw = 1,
+                            .bias = true},
+             T_LIN, false);
+    /* large enough that every product and loop splits across the threads */
+    conv_case("conv2d k3 p1 c64 20x20 bias", REMAT_OP_CONV2D, &x8,
+             &(remat_attrs){.out_channels = 64, .kh = 3, .kw = 3, .ph = 1, .pw = 1,
+                            .bias = true},
+             T_LIN, false);
     conv_case("conv2d dout NULL (reference)", REMAT_OP_CONV2D, &x2,
              &(remat_attrs){.out_channels = 2, .kh = 3, .kw = 3, .bias = true}, EXACT, true);
 }
 
+/* GEMM on the cases: on AVX-512 every entry on the matmul primitive (conv_gemm.c), none
+ * on oneDNN's GEMM convolution, whose packing buffers are outside the scratch. */
+static void gemm_cases(bool transposed)
+{
+    const struct cpu_ctx *c = ctx;
+    int64_t fb = c->n_conv_fallback;
+
+    algo = CPU_ALGO_GEMM;
+    conv_cases(transposed);
+    if ((dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core)
+        printf("  no AVX-512: %lld entries on oneDNN's GEMM convolution (the fallback)\n",
+               (long long)(c->n_conv_fallback - fb));
+    else
+        CHECK(c->n_conv_fallback == fb, "%lld entries fell back to oneDNN's GEMM convolution",
+              (long long)(c->n_conv_fallback - fb));
+}
+
 static void test_conv(void)
 {
-    algo = CPU_ALGO_GEMM;
-    conv_cases(false);
+    gemm_cases(false);
 }
 
 static void test_conv_t(void)
 {
-    algo = CPU_ALGO_GEMM;
-    conv_cases(true);
+    gemm_cases(true);
 }
 
 /*

@@ -12,7 +12,10 @@
  * dh (kh-1) + out_pad + 1), the extra rows getting the bias only; that padding is
  * negative when out_pad > ph, which oneDNN accepts (tests/test_cpu.c checks it).
  *
- * Three algorithms (cpu.h): GEMM reads and writes the NCHW buffers themselves; DIRECT and
+ * Three algorithms (cpu.h): GEMM reads and writes the NCHW buffers themselves (im2col of
+ * our own and oneDNN's matmul primitive, conv_gemm.c; this file's oneDNN GEMM convolution,
+ * cpu_conv_onednn_build_fwd and _bwd, is its fallback where oneDNN has no matmul but its
+ * GEMM driver's, whose packing buffers are outside the scratch); DIRECT and
  * WINOGRAD let oneDNN choose its blocked layouts (format "any"), and each tensor whose
  * layout differs from its buffer's is reordered into scratch before the primitive (x, W,
  * dy) or out of it after (y). A DIRECT whose oneDNN implementation is not a JIT kernel
@@ -20,8 +23,7 @@
  * small planes (ResNet's 7x7 stride-2 first layer at 4x4 input, whose 3 input channels
  * have no blocked JIT kernel), so the list of algorithms (cpu_conv_algos) leaves out
  * every blocked one oneDNN has no kernel for, asking it without making a primitive:
- * each algorithm listed runs. GEMM (oneDNN's GEMM or reference kernels) runs every
- * convolution and is always listed.
+ * each algorithm listed runs. GEMM runs every convolution and is always listed.
  *
  * The backward computes dx (backward data), dw and db (backward weights, both at once)
  * into scratch, each only when wanted, and adds them into the gradients (on the blocked
@@ -150,8 +152,8 @@ fail:
     return st;
 }
 
-static remat_status build_fwd(struct cpu_ctx *c, const struct kop *op, unsigned want,
-                              struct cpu_entry *e)
+remat_status cpu_conv_onednn_build_fwd(struct cpu_ctx *c, const struct kop *op, unsigned want,
+                                       struct cpu_entry *e)
 {
     static const int args[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
     struct cgeo g = geo(op);
@@ -168,8 +170,8 @@ static remat_status build_fwd(struct cpu_ctx *c, const struct kop *op, unsigned 
 
 /* prim[0]: backward data (W_DX), prim[1]: backward weights (W_DW | W_DB); regions
  * n[0] dx, n[1] dw, n[2] db (-1: none). */
-static remat_status build_bwd(struct cpu_ctx *c, const struct kop *op, unsigned want,
-                              struct cpu_entry *e)
+remat_status cpu_conv_onednn_build_bwd(struct cpu_ctx *c, const struct kop *op, unsigned want,
+                                       struct cpu_entry *e)
 {
     static const int data_args[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
     static const int wei_args[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS,
@@ -597,12 +599,12 @@ remat_status cpu_conv_forward(struct cpu_ctx *c, const struct kop *op)
 {
     if (op->algo != CPU_ALGO_GEMM)
         return fwd_blocked(c, op);
-    return cpu_weighted_forward(c, op, build_fwd);
+    return cpu_conv_gemm_forward(c, op);
 }
 
 remat_status cpu_conv_backward(struct cpu_ctx *c, const struct kop *op)
 {
     if (op->algo != CPU_ALGO_GEMM)
         return bwd_blocked(c, op);
-    return cpu_weighted_backward(c, op, build_bwd);
+    return cpu_conv_gemm_backward(c, op);
 }

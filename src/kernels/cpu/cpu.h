@@ -22,9 +22,11 @@
  * mode "user"; no implementation that allocates its own is chosen where another
  * exists: cpu_matmul_pd). The buffer grows when an entry is made that needs more, so
  * the first training step may allocate and later steps do not (oneDNN itself allocates
- * a small argument map inside each execute, which is outside our control). ResNet-50 at batch 8, 224x224: 85 MiB of scratch with 2
- * threads (49 MiB with 1) beside a 650 MiB arena, mostly oneDNN's per-thread buffers for
- * the weight gradient of its GEMM convolution.
+ * a small argument map inside each execute, which is outside our control). ResNet-50 at
+ * batch 8, 224x224, 2 threads: at most 53 MiB of scratch in a step under the planner's
+ * choice of algorithms (the blocked layouts' copies), 8.7 MiB with every convolution on
+ * GEMM (conv_gemm.c; oneDNN's GEMM convolution took 86 MiB, mostly per-thread buffers
+ * for its weight gradient), beside a 650 MiB arena.
  *
  * Threads: Debian's oneDNN uses OpenMP; the context calls omp_set_num_threads(threads)
  * (0: all processors) when it is made and before every op, on the calling thread. With a
@@ -87,6 +89,8 @@ struct cpu_ctx {
                                           or the context's own */
     size_t need;                       /* the most scratch an entry of the op needed */
     int64_t n_primitives;              /* primitives made so far (tests: the cache works) */
+    int64_t n_conv_fallback;           /* GEMM convolution entries made on oneDNN's own GEMM
+                                          convolution (conv_gemm.c: no matmul of ours) */
     bool dry;                          /* cpu_prepare: make entries, run nothing */
     bool bn_onednn;                    /* batch norm on oneDNN (REMAT_CPU_BN=onednn) rather
                                           than the reference's, threaded per channel */
@@ -119,8 +123,10 @@ remat_status cpu_fail(const char *call, dnnl_status_t s, const char *file, int l
  * cannot run op. */
 remat_status cpu_prepare(struct cpu_ctx *c, const struct kop *op, bool backward, size_t *need);
 
-/* The convolution algorithms (conv.c): GEMM on the NCHW buffers (oneDNN's im2col
- * kernels, scratch for the column matrix and per-thread weight gradients), DIRECT on
+/* The convolution algorithms (conv.c): GEMM on the NCHW buffers (conv_gemm.c: im2col of
+ * our own and oneDNN's matmul primitive, scratch for one image's column matrix and the
+ * products' scratchpads; oneDNN's GEMM convolution where the matmul primitive has no
+ * implementation but the GEMM driver's, a CPU without AVX-512), DIRECT on
  * oneDNN's blocked layouts (JIT kernels; scratch for blocked copies of the tensors),
  * WINOGRAD F(4x4, 3x3) on the blocked layouts (3x3, stride 1, AVX-512; scratch for the
  * transformed tiles as well). Every other op has one algorithm, 0. */
@@ -224,6 +230,16 @@ enum { CPU_PASS_FWD = 0, CPU_PASS_BWD, CPU_PASS_ACC };
 remat_status cpu_conv_forward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_conv_backward(struct cpu_ctx *c, const struct kop *op);
 int32_t cpu_conv_algos(const struct kop *op, bool backward, int32_t *ids);
+/* conv_gemm.c: the GEMM algorithm of the above. */
+remat_status cpu_conv_gemm_forward(struct cpu_ctx *c, const struct kop *op);
+remat_status cpu_conv_gemm_backward(struct cpu_ctx *c, const struct kop *op);
+/* conv.c: the entries of oneDNN's GEMM convolution, conv_gemm.c's fallback (the forward:
+ * prim[0] as cpu_weighted_forward runs it; the backward: as cpu_weighted_backward). Its
+ * GEMM driver mallocs packing buffers outside the scratch. */
+remat_status cpu_conv_onednn_build_fwd(struct cpu_ctx *c, const struct kop *op, unsigned want,
+                                       struct cpu_entry *e);
+remat_status cpu_conv_onednn_build_bwd(struct cpu_ctx *c, const struct kop *op, unsigned want,
+                                       struct cpu_entry *e);
 remat_status cpu_bn_forward(struct cpu_ctx *c, const struct kop *op);
 remat_status cpu_bn_backward(struct cpu_ctx *c, const struct kop *op);
 bool cpu_can_avg_pool(const struct kop *op);

@@ -8,9 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The first pages of each thread's heap, written once when the context is made: oneDNN
+ * mallocs a little inside each execute (its argument maps), on whichever thread runs it,
+ * and a thread's heap is otherwise first touched in a trainer's first step, one page past
+ * its budget (ResNet-50's backward on a worker thread). */
+#define WARM_HEAP_BYTES ((size_t)64 << 10)
+
 /* Loads the kernel library's lazily made parts before any trainer: the OpenMP threads
- * and their stacks, and oneDNN's GEMM kernels (generated on first use, on whichever
- * thread first calls them) for both transpositions of each operand and both
+ * and their stacks and heaps, and oneDNN's GEMM kernels (generated on first use, on
+ * whichever thread first calls them) for both transpositions of each operand and both
  * accumulation modes, on every thread. */
 static void cpu_warm(int threads)
 {
@@ -19,10 +25,14 @@ static void cpu_warm(int threads)
 #pragma omp parallel num_threads(threads)
     {
         float c[64 * 64];
+        unsigned char *h = malloc(WARM_HEAP_BYTES);
 
         for (int k = 0; k < 8; k++)
             dnnl_sgemm(k & 1 ? 'T' : 'N', k & 2 ? 'T' : 'N', 64, 64, 64, 1.0f, a, 64, b, 64,
                        k & 4 ? 1.0f : 0.0f, c, 64);
+        if (h)
+            memset(h, 1, WARM_HEAP_BYTES);
+        free(h);
     }
 }
 
