@@ -28,6 +28,8 @@
  */
 #include "onnx_grads.h"
 
+#include <unistd.h>
+
 static void test_models(void)
 {
     static const struct {
@@ -48,11 +50,30 @@ static void test_models(void)
             check_model(models[i].name, models[i].size, models[i].batch);
 }
 
+/* The remat binary of this build: OUT/remat beside OUT/tests/<this test>; false when it
+ * is not there. */
+static bool remat_beside(char *buf, size_t n)
+{
+    ssize_t k = readlink("/proc/self/exe", buf, n - 1);
+    char *slash;
+
+    if (k <= 0)
+        return false;
+    buf[k] = '\0';
+    if (!(slash = strrchr(buf, '/')))
+        return false;
+    *slash = '\0';
+    if (!(slash = strrchr(buf, '/')) || (size_t)(slash - buf) + sizeof "/remat" > n)
+        return false;
+    strcpy(slash, "/remat");
+    return access(buf, X_OK) == 0;
+}
+
 /* remat compare on ResNet-50 exported at 224x224 gives the zoo's figures: the same plan
  * for every strategy means the same graph. */
 static void test_compare_zoo(void)
 {
-    char dir[600], path[700], cmd[2048];
+    char dir[600], path[700], cmd[2400], remat[512];
     FILE *f;
     char a[8192], b[8192];
     size_t na, nb;
@@ -66,12 +87,13 @@ static void test_compare_zoo(void)
              "resnet50 export failed");
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     /* the plan-time column differs run to run: cut it */
-    snprintf(cmd, sizeof cmd, "build/remat compare %s --batch 32 --strategies none,approx-tc,"
+    CHECK_OR(remat_beside(remat, sizeof remat), return, "cannot find the remat binary");
+    snprintf(cmd, sizeof cmd, "%s compare %s --batch 32 --strategies none,approx-tc,"
              "approx-mc,chen-sqrtn,chen-greedy,superneurons | tail -n +2 | "
-             "awk '{$(NF-1)=\"\"; print}' > %s/onnx.txt && build/remat compare resnet50 "
+             "awk '{$(NF-1)=\"\"; print}' > %s/onnx.txt && %s compare resnet50 "
              "--batch 32 --strategies none,approx-tc,approx-mc,chen-sqrtn,chen-greedy,"
              "superneurons | tail -n +2 | awk '{$(NF-1)=\"\"; print}' > %s/zoo.txt",
-             path, tmp_root, tmp_root);
+             remat, path, tmp_root, remat, tmp_root);
     CHECK_OR(system(cmd) == 0, return, "remat compare failed");
     snprintf(path, sizeof path, "%s/onnx.txt", tmp_root);
     f = fopen(path, "r");

@@ -13,8 +13,18 @@ MODEL is
            the output projection tied to the token embedding (x @ wte.weight.t());
   encoder  an embedding (vocab 64, width 64), torch.nn.TransformerEncoder of 2
            layers (4 heads, feed-forward 128, dropout 0, batch_first) and a linear
-           head to the 64-token vocabulary.
-Both take token ids (2, 16) int64 and give (2, 16, 64) logits; the loss is the mean
+           head to the 64-token vocabulary;
+  parts-*  a linear layer read in parts (tests/test_onnx_tf.c): an embedding (vocab 64,
+           width 8), nn.Linear(8, 24) whose output is cut into q, k, v of 8, then
+           q * k + v and a linear head (8, 64). parts-split cuts with .split(8, dim=2),
+           parts-slices with h[..., :8], h[..., 8:16], h[..., 16:], parts-nobias is
+           parts-split without the bias (a MatMul alone), parts-gemm the same on the
+           (32, 8) rows (a Gemm, split on dim 1), parts-twin three nn.Linear(8, 8)
+           instead (no split: the graph the others should read as). Left whole:
+           parts-input splits the embedding (width 24) itself, parts-shared also feeds
+           the linear output to a second head nn.Linear(24, 64), parts-unequal splits
+           it into 8 and 16 (heads (8, 64) and (16, 64)).
+All take token ids (2, 16) int64 and give (2, 16, 64) logits; the loss is the mean
 cross-entropy against next-token targets (remat's token_ce).
 
 OUT_DIR receives:
@@ -96,6 +106,41 @@ class Encoder(nn.Module):
         return self.head(self.enc(self.emb(idx)))
 
 
+class Parts(nn.Module):
+    def __init__(self, mode, d=8):
+        super().__init__()
+        self.mode, self.d = mode, d
+        self.emb = nn.Embedding(VOCAB, 3 * d if mode == "input" else d)
+        if mode == "twin":
+            self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        elif mode != "input":
+            self.lin = nn.Linear(d, 3 * d, bias=mode != "nobias")
+        self.head = nn.Linear(d, VOCAB)
+        if mode in ("shared", "unequal"):
+            self.head2 = nn.Linear(3 * d if mode == "shared" else 2 * d, VOCAB)
+
+    def forward(self, idx):
+        d, x = self.d, self.emb(idx)
+        if self.mode == "twin":
+            q, k, v = self.q(x), self.k(x), self.v(x)
+        elif self.mode == "input":
+            q, k, v = x.split(d, dim=2)
+        elif self.mode == "gemm":
+            h = self.lin(x.reshape(BATCH * SEQ, d))
+            q, k, v = (t.reshape(BATCH, SEQ, d) for t in h.split(d, dim=1))
+        elif self.mode == "slices":
+            h = self.lin(x)
+            q, k, v = h[..., :d], h[..., d:2 * d], h[..., 2 * d:]
+        elif self.mode == "unequal":
+            a, b = self.lin(x).split([d, 2 * d], dim=2)
+            return self.head(a) + self.head2(b)
+        else:  # split, nobias, shared
+            h = self.lin(x)
+            q, k, v = h.split(d, dim=2)
+        y = self.head(q * k + v)
+        return y + self.head2(h) if self.mode == "shared" else y
+
+
 def remat_name(name):
     for leaf in ("in_proj_weight", "in_proj_bias"):
         if name.endswith("." + leaf):
@@ -121,7 +166,10 @@ def main():
     which, out = args[0], args[1]
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(seed)
-    model = {"gpt": GPT, "encoder": Encoder}[which]()
+    if which.startswith("parts-"):
+        model = Parts(which[len("parts-"):])
+    else:
+        model = {"gpt": GPT, "encoder": Encoder}[which]()
     ids = torch.randint(0, VOCAB, (BATCH, SEQ))
     tgt = torch.randint(0, VOCAB, (BATCH, SEQ))
     model.train()

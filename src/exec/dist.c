@@ -119,8 +119,9 @@ void dist_free(remat_trainer *t)
 remat_status dist_buckets_setup(remat_trainer *t)
 {
     const remat_allocator *a = tgraph_al(t->tg);
-    size_t nv = t->g->values.n, np = 0, *len;
+    size_t nv = t->g->values.n, np, *len;
     int64_t *ready, *pready;
+    int32_t *order;
     struct dist_reduce *r;
     char *at;
     int32_t n;
@@ -130,18 +131,20 @@ remat_status dist_buckets_setup(remat_trainer *t)
     ready = core_calloc(a, nv, sizeof *ready);
     len = core_calloc(a, nv, sizeof *len);
     pready = core_calloc(a, nv, sizeof *pready);
-    if (!ready || !len || !pready) {
+    order = core_calloc(a, nv, sizeof *order);
+    if (!ready || !len || !pready || !order) {
         core_free(a, ready, nv * sizeof *ready);
         core_free(a, len, nv * sizeof *len);
         core_free(a, pready, nv * sizeof *pready);
+        core_free(a, order, nv * sizeof *order);
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory for the reduction's buckets");
     }
     dist_param_ready(t->g, t->tg, t->s, ready);
-    for (size_t v = 0; v < nv; v++)
-        if (graph_value(t->g, (int32_t)v)->kind == VK_PARAM) {
-            len[np] = (size_t)graph_numel(graph_value(t->g, (int32_t)v));
-            pready[np++] = ready[v];
-        }
+    np = params_order(t->g, order); /* the block's order */
+    for (size_t i = 0; i < np; i++) {
+        len[i] = (size_t)graph_numel(graph_value(t->g, order[i]));
+        pready[i] = ready[order[i]];
+    }
     n = dist_bucket_plan(len, pready, (int32_t)np, t->pb.padded, t->pb.bucket, NULL);
     r = core_calloc(a, 1, red_bytes(n, t->ranks));
     if (r) {
@@ -160,6 +163,7 @@ remat_status dist_buckets_setup(remat_trainer *t)
     core_free(a, ready, nv * sizeof *ready);
     core_free(a, len, nv * sizeof *len);
     core_free(a, pready, nv * sizeof *pready);
+    core_free(a, order, nv * sizeof *order);
     if (!r)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory for the reduction's buckets");
     t->red = r;

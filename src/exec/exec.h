@@ -96,7 +96,10 @@ void dry_kop(remat_trainer *t, int32_t o, bool backward, struct kop *k);
  * with first_only the fastest that runs, per op and pass). */
 remat_status make_algos(remat_trainer *t, bool first_only, remat_algos **out);
 
-/* params.c */
+/* params.c: the parameters' value ids in the order the block holds them (the graph's,
+ * but the row blocks of a split tensor together at its first's place; gvalue.part_of),
+ * into order (NULL: only counted); their count */
+size_t params_order(const remat_graph *g, int32_t *order);
 remat_status params_setup(remat_trainer *t);
 void params_init(remat_trainer *t);
 /* Refuses (REMAT_ERR_ARG) options the update cannot run: an optimizer other than the

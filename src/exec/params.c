@@ -11,6 +11,52 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Whether parameter v is laid out with an earlier one (a later row block of a split
+ * tensor), so that params_order skips it where the graph lists it. */
+static bool is_later_part(const struct gvalue *gv, int32_t v)
+{
+    return gv->part_of >= 0 && gv->part_of != v;
+}
+
+size_t params_order(const remat_graph *g, int32_t *order)
+{
+    size_t n = 0;
+
+    for (int32_t v = 0; v < (int32_t)g->values.n; v++) {
+        const struct gvalue *gv = graph_value(g, v);
+
+        if (gv->kind != VK_PARAM || is_later_part(gv, v))
+            continue;
+        if (order)
+            order[n] = v;
+        n++;
+        for (int32_t u = v + 1; gv->part_of == v && u < (int32_t)g->values.n; u++)
+            if (graph_value(g, u)->part_of == v) {
+                if (order)
+                    order[n] = u;
+                n++;
+            }
+    }
+    return n;
+}
+
+/* The element count and rows (first dimension) of v's whole tensor: v itself, or with
+ * the later row blocks of a split tensor when v is its first. */
+static int64_t whole_numel(const remat_graph *g, int32_t v, int64_t *rows)
+{
+    const struct gvalue *gv = graph_value(g, v);
+    int64_t n = graph_numel(gv), r = gv->shape[0];
+
+    for (int32_t u = v + 1; gv->part_of == v && u < (int32_t)g->values.n; u++)
+        if (graph_value(g, u)->part_of == v) {
+            n += graph_numel(graph_value(g, u));
+            r += graph_value(g, u)->shape[0];
+        }
+    if (rows)
+        *rows = r;
+    return n;
+}
+
 remat_status params_setup(remat_trainer *t)
 {
     const remat_graph *g = t->g;
@@ -41,15 +87,22 @@ remat_status params_setup(remat_trainer *t)
     t->sum = t->state + (tgraph_param_copies(t->o.optimizer) - 2) * t->pb.state;
     t->recv = t->sum + t->pb.sum;
     at = 0;
-    for (size_t v = 0; v < g->values.n; v++) {
-        const struct gvalue *gv = graph_value(g, (int32_t)v);
+    for (int32_t v = 0; v < (int32_t)g->values.n; v++) { /* in params_order's order */
+        const struct gvalue *gv = graph_value(g, v);
 
-        if (gv->kind != VK_PARAM)
+        if (gv->kind != VK_PARAM || is_later_part(gv, v))
             continue;
-        t->vdata[v] = t->block + at;
-        t->vgrad[v] = t->grad + at;
-        at += (size_t)graph_numel(gv);
+        for (int32_t u = v; u < (int32_t)g->values.n; u++) {
+            if (u > v && graph_value(g, u)->part_of != v)
+                continue;
+            t->vdata[u] = t->block + at;
+            t->vgrad[u] = t->grad + at;
+            at += (size_t)graph_numel(graph_value(g, u));
+            if (gv->part_of != v)
+                break; /* not split: v alone */
+        }
     }
+    REMAT_ASSERT(at == np);
     at = t->pb.total;
     for (size_t v = 0; v < g->values.n; v++) {
         const struct gvalue *gv = graph_value(g, (int32_t)v);
@@ -268,8 +321,9 @@ remat_status remat_trainer_param(remat_trainer *t, const char *name, float **dat
                 *data = t->vdata[v];
             if (grad)
                 *grad = t->vgrad[v];
-            if (numel)
-                *numel = graph_numel(gv);
+            if (numel) /* a split tensor's first part names the whole */
+                *numel = gv->kind == VK_PARAM ? whole_numel(t->g, (int32_t)v, NULL)
+                                              : graph_numel(gv);
             return REMAT_OK;
         }
     }
@@ -306,20 +360,25 @@ remat_status remat_trainer_save(const remat_trainer *t, const char *path)
     f = fopen(path, "wb");
     if (!f)
         return REMAT_FAIL(REMAT_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    for (size_t v = 0; v < t->g->values.n; v++)
-        count += graph_value(t->g, (int32_t)v)->kind == VK_PARAM;
+    for (size_t v = 0; v < t->g->values.n; v++) {
+        const struct gvalue *gv = graph_value(t->g, (int32_t)v);
+
+        count += gv->kind == VK_PARAM && !is_later_part(gv, (int32_t)v);
+    }
     for (size_t o = 0; o < t->g->ops.n; o++)
         count += 2 * (t->run_mean[o] != NULL);
     ok = put(f, MAGIC, 8) && put(f, &count, 4);
-    for (size_t v = 0; ok && v < t->g->values.n; v++) {
+    for (size_t v = 0; ok && v < t->g->values.n; v++) { /* a split tensor whole, once */
         const struct gvalue *gv = graph_value(t->g, (int32_t)v);
         uint32_t len = (uint32_t)strlen(gv->name), nd = (uint32_t)gv->ndim;
+        int64_t shape[4], n;
 
-        if (gv->kind != VK_PARAM)
+        if (gv->kind != VK_PARAM || is_later_part(gv, (int32_t)v))
             continue;
+        memcpy(shape, gv->shape, sizeof shape);
+        n = whole_numel(t->g, (int32_t)v, &shape[0]);
         ok = put(f, &len, 4) && put(f, gv->name, len) && put(f, &nd, 4) &&
-             put(f, gv->shape, 8 * nd) &&
-             put(f, t->vdata[v], sizeof(float) * (size_t)graph_numel(gv));
+             put(f, shape, 8 * nd) && put(f, t->vdata[v], sizeof(float) * (size_t)n);
     }
     for (size_t o = 0; ok && o < t->g->ops.n; o++) {
         const struct gop *op = graph_op(t->g, (int32_t)o);
@@ -350,7 +409,7 @@ static float *find(remat_trainer *t, const char *name, int64_t *n)
         const struct gvalue *gv = graph_value(t->g, (int32_t)v);
 
         if (gv->kind == VK_PARAM && !strcmp(gv->name, name)) {
-            *n = graph_numel(gv);
+            *n = whole_numel(t->g, (int32_t)v, NULL);
             return t->vdata[v];
         }
     }

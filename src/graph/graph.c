@@ -71,6 +71,7 @@ static int32_t new_value(remat_graph *g, const struct gvalue *proto, const char 
     if (!v)
         return fail(g, REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory adding a value"));
     *v = *proto;
+    v->part_of = -1;
     snprintf(buf, sizeof buf, "%s%s", name ? name : "", suffix ? suffix : "");
     v->name = core_strdup(graph_al(g), buf);
     if (!v->name) {

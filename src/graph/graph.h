@@ -30,6 +30,10 @@ struct gvalue {
     bool positions;     /* VK_LABEL: token positions, 0 .. n-1 along the last axis */
     int32_t producer;   /* op id, -1 for inputs, labels and params */
     int32_t view_of;    /* the value whose buffer this one shares, -1 if its own */
+    int32_t part_of;    /* VK_PARAM: the first of the parameters that are the row blocks of
+                           one tensor (an ONNX initializer split into linear layers), in
+                           value order, laid out together; that one's name names the whole
+                           (exec/params.c); -1 if none */
     char *name;
 };
 

@@ -107,6 +107,28 @@ const char *ox_out_name(const struct rd *r, size_t i)
                ? r->node->output[i] : NULL;
 }
 
+size_t ox_n_nodes(const struct rd *r)
+{
+    return r->gp ? r->gp->n_node : 0;
+}
+
+size_t ox_visit(struct rd *r, size_t i)
+{
+    size_t was = r->node_i;
+
+    r->node = r->gp->node[i];
+    r->node_i = i;
+    return was;
+}
+
+bool ox_is_output(const struct rd *r, const char *name)
+{
+    for (size_t i = 0; r->gp && i < r->gp->n_output; i++)
+        if (r->gp->output[i]->name && !strcmp(r->gp->output[i]->name, name))
+            return true;
+    return false;
+}
+
 /* ------------------------------------------------------------------ tensors */
 
 /* The element count of t's dims (-1 when a dim is negative or the count overflows). */

@@ -223,6 +223,10 @@ static remat_status op_gemm(struct rd *r, bool matmul)
         return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "a bias of %lld values for %lld outputs "
                          "(broadcasting)", (long long)ox_tensor_numel(b),
                          (long long)at.out_channels);
+    if (ox_linear_splits(r, ox_out_name(r, 0), x, w, trans_b, b)) /* read in parts */
+        return ox_define(r, ox_out_name(r, 0), (struct ent){.kind = E_PEND, .pk = P_LINEAR,
+                                                            .value = x, .t = w, .b = b,
+                                                            .trans = trans_b});
     if ((st = ox_emit(r, REMAT_OP_LINEAR, &x, 1, &at, NULL)))
         return st;
     if (!trans_b) { /* the file's (in, out) weight, transposed to remat's (out, in) */

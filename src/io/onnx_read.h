@@ -1,19 +1,20 @@
 /*
  * onnx_read.h - the ONNX reader's state and helpers, shared by the model reader
  * (onnx.c), the graph-building helpers (onnx_build.c), the op mappings (onnx_ops.c),
- * constant folding (onnx_fold.c) and the transformer patterns (onnx_tf.c). Internal.
+ * constant folding (onnx_fold.c), the transformer patterns (onnx_tf.c) and linear layers
+ * (onnx_linear.c). Internal.
  *
  * Every name of the graph maps to an entry: an activation (a remat value), a constant
  * tensor (an initializer, a Constant node's value, or a tensor folded at import), an
  * output remat does not produce, or a pending expression: part of a pattern that
  * becomes one remat op once its last node is read (a decomposed layer norm, an erf
- * GELU, a linear layer waiting for its bias, attention scores waiting for their
- * softmax). Helpers that fail return a status with a message naming the file, the node,
+ * GELU, a linear layer waiting for its bias or for the Split that reads it in parts,
+ * attention scores waiting for their softmax). Helpers that fail return a status with a message naming the file, the node,
  * its type and the opset (ox_node_fail).
  *
  * Only onnx.c, onnx_ops.c and onnx_rnn_src.c (which walks earlier nodes) see protobuf-c's
  * structs (onnx.pb-c.h, generated at build time); the other files reach nodes and
- * tensors through the accessors below.
+ * tensors through the accessors below (onnx_linear.c looks ahead with ox_visit).
  */
 #ifndef REMAT_IO_ONNX_READ_H
 #define REMAT_IO_ONNX_READ_H
@@ -33,7 +34,8 @@ enum ent_kind { E_ACT = 1, E_TENSOR, E_DEAD, E_PEND };
 /* pending expressions of x (E_PEND), in the order their patterns build them */
 enum pend_kind {
     P_SCALE = 1,  /* f * x, or with causal the scores masked above the diagonal */
-    P_LINEAR,     /* x times weight w (out, in), waiting for a bias */
+    P_LINEAR,     /* x times weight w (and bias b), waiting for a bias or for the Split
+                     or Slices that read it in parts (onnx_linear.c) */
     P_LN_MEAN,    /* ReduceMean(x, last axis) */
     P_LN_CENTER,  /* x - mean */
     P_LN_SQ,      /* (x - mean)^2 */
@@ -55,6 +57,8 @@ enum pend_kind {
     P_BCAST,      /* initializer t (1, 1, D) expanded to (batch, 1, D) (a class token) */
     P_TANH_SQ,    /* x * x (a mul when read by anything else) */
     P_HSIG,       /* hard_sigmoid(x) with PyTorch's 1/6 and 1/2 (x times it: hard_swish) */
+    P_PARTS,      /* a linear layer built in parts, its readers' outputs defined (value:
+                     the first part) */
 };
 
 struct ent {
@@ -63,8 +67,10 @@ struct ent {
     int32_t value;               /* E_ACT: the remat value; E_PEND: x */
     const Onnx__TensorProto *t;  /* E_TENSOR: an initializer, a Constant's or a folded
                                     value; E_PEND: a weight (P_LINEAR, P_LN_GAMMA) */
+    const Onnx__TensorProto *b;  /* P_LINEAR: the bias, or NULL */
     bool trans;                  /* E_TENSOR: t transposed (2-d, not copied); P_LINEAR: w
-                                    is (in, out) and needs transposing */
+                                    is (out, in) as remat's (else (in, out), transposed
+                                    when kept) */
     const char *why;             /* E_DEAD: what produced it */
     int pk;                      /* E_PEND: enum pend_kind */
     float f;                     /* P_SCALE: the factor; P_LN_*: eps */
@@ -117,6 +123,12 @@ const char *ox_node_name(const struct rd *r); /* "" when it has none */
 size_t ox_n_in(const struct rd *r);
 size_t ox_n_out(const struct rd *r);
 const char *ox_out_name(const struct rd *r, size_t i); /* NULL when absent */
+/* Looking ahead: the graph's node count; ox_visit points the accessors above and below
+ * (node, inputs, attributes) at node i, returning the index to visit back (the node
+ * being read, which failures name); whether name is a graph output. */
+size_t ox_n_nodes(const struct rd *r);
+size_t ox_visit(struct rd *r, size_t i);
+bool ox_is_output(const struct rd *r, const char *name);
 
 /* tensors: counts (-1 on overflow), float data (copied, checked against the dims), small
  * integer, boolean and scalar constants */
@@ -213,6 +225,22 @@ remat_status ox_pend_build(struct rd *r, struct ent *e, int32_t *v);
 /* x[..., start:start+len, ...] along axis as `out` (drop: without that axis, len 1) */
 remat_status ox_slice_axis(struct rd *r, int32_t x, int axis, int64_t start, int64_t len,
                            bool drop, const char *out);
+
+/* onnx_linear.c: linear layers over x's last axis and their split into parts.
+ * ox_linear adds y = x W^T (+ b) as k layers of out / k features each (k = 1: one
+ * layer; a 3-d or 4-d x through a (rows, K) view per layer), part j defining
+ * out_names[j] (NULL or "": nothing), *out part 0's value; with k > 1 the parameters
+ * are one split tensor each (gvalue.part_of) named by part 0's. ox_linear_splits says
+ * whether the layer whose output is `name` is read only by a Split or Slices into
+ * equal parts (it then waits as P_LINEAR); ox_linear_split reads the current Split or
+ * Slice of such a layer (or of its parts: P_PARTS) and sets *done, else leaves the
+ * node to the others. */
+remat_status ox_linear(struct rd *r, int32_t x, const Onnx__TensorProto *w, bool w_is_out_in,
+                       const Onnx__TensorProto *b, int k, const char *const *out_names,
+                       int32_t *out);
+bool ox_linear_splits(struct rd *r, const char *name, int32_t x, const Onnx__TensorProto *w,
+                      bool w_is_out_in, const Onnx__TensorProto *b);
+remat_status ox_linear_split(struct rd *r, bool *done);
 
 /* onnx_vision.c: the image models' patterns (spatial means, channel shuffles, layer
  * scales, class tokens and position embeddings, a token picked by Gather); read before

@@ -1,6 +1,7 @@
 /*
  * onnx_tf.c - the transformer's ONNX ops: token embeddings (Gather on a table), linear
- * layers over the last axis (MatMul with a weight, then Add of a bias), attention
+ * layers over the last axis (MatMul with a weight, then Add of a bias; built by
+ * onnx_linear.c, in parts when a Split or Slices read them so), attention
  * (MatMul of activations, scaled and causally masked Softmax), layer norm (opset 17's
  * op or the decomposed form PyTorch exports), GELU (erf form), and slicing activations
  * (Slice, Split: a crop of a 4-d view).
@@ -48,52 +49,6 @@ bool ox_near(double a, double b)
     return fabs(a - b) <= 1e-6 * fmax(1, fabs(b));
 }
 
-/* ------------------------------------------------------------------ linear layers */
-
-/* y = x W^T (+ b) over x's last axis; a 3-d or 4-d x goes through a (rows, K) view. */
-static remat_status build_linear(struct rd *r, int32_t x, const Onnx__TensorProto *w,
-                                 bool w_is_out_in, const Onnx__TensorProto *b,
-                                 const char *out_name, int32_t *out)
-{
-    int64_t xs[4], wd[2], rows = 1;
-    int nd = (int)ox_shape_of(r, x, xs);
-    remat_attrs at = {0}, v = {.ndim = 2};
-    int32_t h = x, y;
-    remat_status st;
-
-    if (ox_tensor_dims(w, wd, 2) != 2 || nd < 2)
-        return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "a linear layer needs a 2-d weight and "
-                            "an input of 2 to 4 dimensions");
-    if (wd[w_is_out_in ? 1 : 0] != xs[nd - 1])
-        return ox_node_fail(r, REMAT_ERR_SHAPE, "weight '%s' does not take %lld features",
-                            ox_tensor_name(w), (long long)xs[nd - 1]);
-    at.out_channels = wd[w_is_out_in ? 0 : 1];
-    at.bias = b != NULL;
-    if (b && ox_tensor_numel(b) != at.out_channels)
-        return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "a bias of %lld values for %lld outputs",
-                            (long long)ox_tensor_numel(b), (long long)at.out_channels);
-    for (int i = 0; i < nd - 1; i++)
-        rows *= xs[i];
-    v.shape[0] = rows;
-    v.shape[1] = xs[nd - 1];
-    if (nd > 2 && (st = ox_emit_as(r, REMAT_OP_RESHAPE, &x, 1, &v, NULL, &h)))
-        return st;
-    r->base = ox_tensor_name(w);
-    if ((st = ox_emit_as(r, REMAT_OP_LINEAR, &h, 1, &at, nd > 2 ? NULL : out_name, &y)) ||
-        (st = (w_is_out_in ? ox_keep_weight : ox_keep_weight_t)(r, w, "weight",
-                                                                ox_param_numel(r, 0))) ||
-        (st = ox_keep_weight(r, b, "bias", ox_param_numel(r, 1))) ||
-        (st = ox_own_param(r, w, y, 0)))
-        return st;
-    *out = y;
-    if (nd == 2)
-        return REMAT_OK;
-    v.ndim = nd;
-    memcpy(v.shape, xs, sizeof xs);
-    v.shape[nd - 1] = at.out_channels;
-    return ox_emit_as(r, REMAT_OP_RESHAPE, &y, 1, &v, out_name, out);
-}
-
 remat_status ox_pend_build(struct rd *r, struct ent *e, int32_t *v)
 {
     static const char *const what[] = {
@@ -106,8 +61,14 @@ remat_status ox_pend_build(struct rd *r, struct ent *e, int32_t *v)
         "a channel shuffle (Reshape, Transpose, Reshape)",
         "a channel shuffle (Reshape, Transpose, Reshape)"};
 
-    if (e->pk == P_LINEAR)
-        return build_linear(r, e->value, e->t, e->trans, NULL, e->name, v);
+    if (e->pk == P_LINEAR) {
+        const char *out = e->name; /* e moves when the table grows */
+
+        return ox_linear(r, e->value, e->t, e->trans, e->b, 1, &out, v);
+    }
+    if (e->pk == P_PARTS)
+        return ox_node_fail(r, REMAT_ERR_UNSUPPORTED, "reads '%s', a linear layer's output "
+                            "that remat built in parts for its Split", e->name);
     if (e->pk == P_BCAST)
         return ox_vis_bcast(r, e, v);
     if (e->pk == P_TANH_SQ)
@@ -374,8 +335,16 @@ static remat_status tf_add(struct rd *r, bool *done)
         b = t;
     }
     *done = true;
-    if (is_pend(a, P_LINEAR) && b->kind == E_TENSOR)
-        return build_linear(r, a->value, a->t, a->trans, b->t, ox_out_name(r, 0), &v);
+    if (is_pend(a, P_LINEAR) && b->kind == E_TENSOR && !a->b &&
+        ox_linear_splits(r, ox_out_name(r, 0), a->value, a->t, a->trans, b->t))
+        return ox_define(r, ox_out_name(r, 0), (struct ent){.kind = E_PEND, .pk = P_LINEAR,
+                                                            .value = a->value, .t = a->t,
+                                                            .b = b->t, .trans = a->trans});
+    if (is_pend(a, P_LINEAR) && b->kind == E_TENSOR && !a->b) {
+        const char *out = ox_out_name(r, 0);
+
+        return ox_linear(r, a->value, a->t, a->trans, b->t, 1, &out, &v);
+    }
     if (is_pend(a, P_LN_VAR) && ox_scalar_of(r, b, &c))
         return pend(r, P_LN_VAREPS, a->value, (float)c, false, NULL, false);
     if (is_pend(a, P_LN_GAMMA) && b->kind == E_TENSOR)
@@ -541,7 +510,12 @@ static remat_status tf_slice(struct rd *r)
     int64_t xs[4], s = 0, e = 0, a = 0, p = 1;
     int n = 0, nd;
     int32_t x;
-    remat_status st = ox_in_act(r, 0, &x);
+    bool done;
+    remat_status st = ox_linear_split(r, &done);
+
+    if (st || done)
+        return st;
+    st = ox_in_act(r, 0, &x);
 
     nd = st ? 0 : (int)ox_shape_of(r, x, xs);
     for (size_t i = 1; i < 5 && !st; i++) {
@@ -573,9 +547,10 @@ static remat_status tf_split(struct rd *r)
     size_t no = ox_n_out(r), ns = 0;
     int n = 0, nd;
     int32_t x;
-    remat_status st = ox_in_act(r, 0, &x);
+    bool done;
+    remat_status st = ox_linear_split(r, &done);
 
-    if (st)
+    if (st || done || (st = ox_in_act(r, 0, &x)))
         return st;
     nd = (int)ox_shape_of(r, x, xs);
     axis = axis < 0 ? axis + nd : axis;
