@@ -340,6 +340,9 @@ static void timing(const char *dir)
  * pruning, the lower sets measured incrementally and kept across the attempts of one
  * remat_plan); hybrid's sweep runs over a thinned family on graphs past 2,048 lower
  * sets (docs/planners.md), so its figures are to be read against the flat sweep's.
+ * Layouts of more than PACK_QUICK_MIN instances under a budget run the packer's greedy
+ * passes alone, stopped past the load + 1/64 that the moves would then replace
+ * (layout_build_held): the same plans, arenas and moves here, at a fraction of the time.
  */
 static void scale_row(const remat_tgraph *tg, const char *net, int64_t layers,
                       remat_strategy s, bool min, struct result r)

@@ -504,6 +504,109 @@ static void test_stacked(void)
     }
 }
 
+/* The quick packing of more than PACK_QUICK_MIN instances (layout_pack_within): valid,
+ * at least the load and at most the plain greedy's end (one of its passes) and the
+ * full packer's passes' (which it runs alone); given its own end as give_up, the same
+ * offsets (the cut is inclusive); given one byte less, or less than the load, it gives
+ * up and leaves the offsets as they were. At most PACK_QUICK_MIN: layout_pack's offsets
+ * whatever give_up. */
+static void test_quick(void)
+{
+    enum { QN = PACK_QUICK_MIN + 3000 };
+    static struct instance in[QN], again[QN], plain[QN], full[QN];
+    size_t n_sets = 4, n_end, load, e2, e_full;
+
+    reseed(6);
+    for (size_t s = 0; s < n_sets; s++) {
+        size_t n = s < 3 ? PACK_QUICK_MIN + 1 + urand(2999) : PACK_QUICK_MIN, align = 64;
+        size_t end = 0, below;
+
+        random_set(in, n, n / 4, urand(2) ? 8 : 400);
+        memcpy(plain, in, n * sizeof *in);
+        memcpy(full, in, n * sizeof *in);
+        CHECK_OK(layout_load(NULL, in, n, align, &load));
+        CHECK_OK(layout_pack(NULL, full, n, align, &e_full));
+        CHECK_OK(layout_pack_within(NULL, in, n, align, SIZE_MAX - 1, &end));
+        if (n <= PACK_QUICK_MIN) { /* layout_pack itself */
+            CHECK(end == e_full && !memcmp(in, full, n * sizeof *in),
+                  "set %zu: %zu instances, not layout_pack's offsets", s, n);
+            continue;
+        }
+        CHECK_OR(plain_valid(in, n, align), break, "set %zu (%zu): overlap", s, n);
+        CHECK(end >= load && end == end_of(in, n, align) && end >= e_full,
+              "set %zu: end %zu, load %zu, full packer %zu", s, end, load, e_full);
+        CHECK(end <= plain_greedy(plain, n, align), "set %zu: end %zu above the plain "
+              "greedy's %zu", s, end, end_of(plain, n, align));
+        memcpy(again, in, n * sizeof *in);
+        CHECK_OK(layout_pack_within(NULL, again, n, align, end, &e2));
+        CHECK(e2 == end && !memcmp(again, in, n * sizeof *in),
+              "set %zu: given its own end %zu, end %zu or other offsets", s, end, e2);
+        for (int k = 0; k < 2; k++) {
+            below = k ? load - 1 : end - 1;
+            n_end = end_of(again, n, align);
+            CHECK(layout_pack_within(NULL, again, n, align, below, &e2) ==
+                      REMAT_ERR_INFEASIBLE && !memcmp(again, in, n * sizeof *in),
+                  "set %zu: packed within %zu (end %zu, load %zu, offsets end at %zu)", s,
+                  below, end, load, n_end);
+        }
+        printf("  %zu instances: load %zu, quick %.4fx, full %.4fx\n", n, load,
+               (double)end / (double)load, (double)e_full / (double)load);
+    }
+}
+
+/* layout_build_held against what it replaces (a plain layout_build, then layout_tighten
+ * to the load plus 1% where the offsets end more than 1/64 above the load), on ResNet-50's
+ * plans at their least budgets (under PACK_QUICK_MIN instances: the same layout). */
+static void test_held(void)
+{
+    static const remat_strategy sts[] = {REMAT_STRATEGY_NONE, REMAT_STRATEGY_SUPERNEURONS,
+                                         REMAT_STRATEGY_HYBRID};
+    remat_zoo_opts zo = {.batch = 32};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    size_t n_moved = 0;
+
+    if (remat_zoo_build("resnet50", &zo, NULL, &g) || remat_tgraph_from_graph(g, NULL, &tg)) {
+        CHECK(false, "resnet50: %s", remat_errmsg());
+        goto out;
+    }
+    for (size_t k = 0; k < sizeof sts / sizeof sts[0]; k++) {
+        remat_plan_opts o = {.strategy = sts[k], .budget_min = true};
+        remat_schedule *s = NULL;
+        struct layout old, held;
+        size_t load, want = 0, limit = 1;
+
+        if (remat_plan(tg, &o, &s, NULL)) {
+            CHECK(false, "%s: %s", remat_strategy_name(sts[k]), remat_errmsg());
+            continue;
+        }
+        s->arena_cap = 0;
+        CHECK_OK(layout_build(tg, s, 64, &old));
+        load = layout_load_bytes(&old);
+        if (old.arena_bytes > load + load / 64) {
+            want = (load + load / 100 + 63) / 64 * 64;
+            if (layout_tighten(&old, want) == REMAT_ERR_INFEASIBLE)
+                want = 0;
+        }
+        CHECK_OK(layout_build_held(tg, s, 64, &held, &limit));
+        CHECK(limit == want && held.arena_bytes == old.arena_bytes &&
+                  held.moves.n == old.moves.n && held.n_inst == old.n_inst &&
+                  !memcmp(held.inst, old.inst, old.n_inst * sizeof *old.inst) &&
+                  layout_check(&held),
+              "%s: held %zu (limit %zu, %zu moves), the old way %zu (limit %zu, %zu moves)",
+              remat_strategy_name(sts[k]), held.arena_bytes, limit, held.moves.n,
+              old.arena_bytes, want, old.moves.n);
+        n_moved += old.moves.n > 0;
+        layout_fini(&old);
+        layout_fini(&held);
+        remat_schedule_free(s);
+    }
+    printf("  %zu of %zu plans held with moves\n", n_moved, sizeof sts / sizeof sts[0]);
+out:
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 int main(void)
 {
     const char *e = getenv("REMAT_SEED");
@@ -515,5 +618,7 @@ int main(void)
     RUN(test_random_larger);
     RUN(test_resnet50);
     RUN(test_stacked);
+    RUN(test_quick);
+    RUN(test_held);
     return harness_end();
 }

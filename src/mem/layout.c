@@ -19,8 +19,9 @@ void layout_fini(struct layout *lay)
 
 static remat_status find_pins(const remat_schedule *s, struct layout *lay);
 
-remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,
-                          struct layout *lay)
+/* The instances of a schedule and their pins, not yet placed. */
+static remat_status lay_instances(const remat_tgraph *tg, const remat_schedule *s,
+                                  size_t align, struct layout *lay)
 {
     struct sim_instances in;
     remat_status st;
@@ -38,18 +39,78 @@ remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_
     lay->cap_host = in.cap_host;
     lay->peak_bytes = in.peak_bytes;
     lay->host_peak_bytes = in.host_peak_bytes;
-    if ((st = layout_pack(lay->al, lay->inst, lay->n_inst, lay->align, &lay->arena_bytes)) ||
-        (st = layout_pack(lay->al, lay->host, lay->n_host, lay->align, &lay->host_bytes)) ||
-        (st = find_pins(s, lay))) {
+    if ((st = find_pins(s, lay)))
         layout_fini(lay);
-        return st;
+    return st;
+}
+
+/* Packs the arena (and the host tier). Over PACK_QUICK_MIN instances a packing that
+ * would end above give_up is left unfinished (layout_pack_within) and the instances are
+ * placed with moves within cap instead (*held set), or where not even that holds them,
+ * packed in full. */
+static remat_status pack_all(struct layout *lay, size_t give_up, size_t cap, bool *held)
+{
+    remat_status st = layout_pack_within(lay->al, lay->inst, lay->n_inst, lay->align,
+                                         give_up, &lay->arena_bytes);
+
+    *held = false;
+    if (st == REMAT_ERR_INFEASIBLE) {
+        lay->arena_bytes = SIZE_MAX; /* nothing placed: layout_tighten places them */
+        st = layout_tighten(lay, cap);
+        *held = !st;
+        if (st == REMAT_ERR_INFEASIBLE)
+            st = layout_pack(lay->al, lay->inst, lay->n_inst, lay->align, &lay->arena_bytes);
     }
-    if (s->arena_cap && lay->arena_bytes > s->arena_cap &&
-        (st = layout_tighten(lay, s->arena_cap)) && st != REMAT_ERR_INFEASIBLE) {
+    if (!st)
+        st = layout_pack(lay->al, lay->host, lay->n_host, lay->align, &lay->host_bytes);
+    return st;
+}
+
+remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,
+                          struct layout *lay)
+{
+    size_t cap = s->arena_cap ? s->arena_cap : SIZE_MAX;
+    bool held;
+    remat_status st = lay_instances(tg, s, align, lay);
+
+    if (st)
+        return st;
+    if ((st = pack_all(lay, cap, cap, &held)) ||
+        (!held && lay->arena_bytes > cap && (st = layout_tighten(lay, cap)) &&
+         st != REMAT_ERR_INFEASIBLE)) {
         layout_fini(lay);
         return st;
     }
     return REMAT_OK;
+}
+
+remat_status layout_build_held(const remat_tgraph *tg, const remat_schedule *s, size_t align,
+                               struct layout *lay, size_t *limit)
+{
+    size_t load, give_up;
+    bool held;
+    remat_status st = lay_instances(tg, s, align, lay);
+
+    *limit = 0;
+    if (st)
+        return st;
+    load = layout_load_bytes(lay);
+    give_up = load + load / 64;
+    *limit = (load + load / 100 + lay->align - 1) / lay->align * lay->align;
+    if ((st = pack_all(lay, give_up, *limit, &held)))
+        goto fail;
+    if (!held && lay->arena_bytes <= give_up)
+        *limit = 0;
+    else if (!held && (st = layout_tighten(lay, *limit))) {
+        if (st != REMAT_ERR_INFEASIBLE)
+            goto fail;
+        *limit = 0; /* the offsets as packed */
+    }
+    return REMAT_OK;
+fail:
+    *limit = 0;
+    layout_fini(lay);
+    return st;
 }
 
 /* The boundaries at which each instance may not move: from an OFFLOAD of its buffer to

@@ -42,6 +42,16 @@ double layout_ratio(const struct layout *lay);
  * move to keep within it (layout_tighten), when they can. */
 remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,
                           struct layout *lay);
+/*
+ * Lays out a valid schedule holding its arena near the load (layout_load_bytes): where
+ * the packed offsets end more than 1/64 above it, instances move to keep within the
+ * load plus 1%, rounded up to align (*limit, the arena_cap the schedule then needs; 0
+ * when none is needed, or the moves cannot keep within it and the offsets stay as
+ * packed). The schedule's own arena_cap is not read. Over PACK_QUICK_MIN instances the
+ * packing stops once it passes load + 1/64 and the moves place every instance.
+ */
+remat_status layout_build_held(const remat_tgraph *tg, const remat_schedule *s, size_t align,
+                               struct layout *lay, size_t *limit);
 /* Holds a built layout's arena within cap bytes by moving instances (none are moved when
  * the offsets already end within cap): REMAT_ERR_INFEASIBLE (no message) when it
  * cannot, the layout unchanged. */

@@ -20,6 +20,18 @@ struct instance {
  * same instances give the same offsets. */
 remat_status layout_pack(const remat_allocator *al, struct instance *inst, size_t n,
                          size_t align, size_t *end);
+/*
+ * Over PACK_QUICK_MIN instances, with give_up below SIZE_MAX: the quick packing, for a
+ * caller that has a better use for a packing that ends above give_up (mem/relocate.h):
+ * the greedy passes alone (no search, no splits), each abandoned once it ends above
+ * give_up; REMAT_ERR_INFEASIBLE (no message, the offsets unset) when none ends within.
+ * Otherwise layout_pack. The passes grow as k c log c for k instances each overlapping
+ * c others, and the search and the splits repeat them: on the deepest plans (10^4 to
+ * 10^5 instances, most of them far from the load) they took seconds to end above it.
+ */
+#define PACK_QUICK_MIN 10000
+remat_status layout_pack_within(const remat_allocator *al, struct instance *inst, size_t n,
+                                size_t align, size_t give_up, size_t *end);
 /* *load: the largest sum of sizes rounded up to align live at one step; no packing ends
  * lower. */
 remat_status layout_load(const remat_allocator *al, const struct instance *inst, size_t n,

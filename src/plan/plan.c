@@ -392,28 +392,23 @@ struct planning {
 };
 
 /*
- * Holds the arena of a packed plan near the bytes live at its busiest step by moving
- * live instances (mem/layout.h) where the packer's offsets end more than 1/64 above
- * that load: then within 1% of it. A rule of the plan alone, not of the budget, so
- * that a plan is judged alike wherever it is tried and `--budget min` stays the least
- * total that plan_fit can reach. The limit goes into the schedule, so that the
- * trainer's layout makes the same moves. No budget (cap SIZE_MAX): nothing moves.
+ * Lays out a plan. With a budget (cap below SIZE_MAX), its arena is held near the bytes
+ * live at its busiest step by moving live instances (layout_build_held) where the
+ * packer's offsets end more than 1/64 above that load: then within 1% of it. A rule of
+ * the plan alone, not of the budget, so that a plan is judged alike wherever it is
+ * tried and `--budget min` stays the least total that plan_fit can reach. The limit
+ * goes into the schedule, so that the trainer's layout makes the same moves. No budget
+ * (cap SIZE_MAX): nothing moves.
  */
-static remat_status hold_arena(size_t cap, remat_schedule *s, struct layout *lay)
+static remat_status lay_out(const remat_tgraph *tg, size_t cap, remat_schedule *s,
+                            struct layout *lay)
 {
-    size_t load, limit;
+    size_t limit = 0;
     remat_status st;
 
     if (cap == SIZE_MAX)
-        return REMAT_OK;
-    load = layout_load_bytes(lay);
-    if (lay->arena_bytes <= load + load / 64)
-        return REMAT_OK;
-    limit = (load + load / 100 + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-    st = layout_tighten(lay, limit);
-    if (st == REMAT_ERR_INFEASIBLE)
-        return REMAT_OK; /* the offsets as packed */
-    if (!st)
+        return layout_build(tg, s, ARENA_ALIGN, lay);
+    if (!(st = layout_build_held(tg, s, ARENA_ALIGN, lay, &limit)) && limit)
         s->arena_cap = limit;
     return st;
 }
@@ -456,12 +451,8 @@ static remat_status attempt(const struct planning *p, bool least, size_t act, si
                             &info->n_algo_choices, &info->n_algo_fastest)) ||
          (st = planner_sim_peak(tg, *out, &peak))))
         goto fail;
-    if ((st = layout_build(tg, *out, ARENA_ALIGN, &lay)))
+    if ((st = lay_out(tg, cap, *out, &lay)))
         goto fail;
-    if ((st = hold_arena(cap, *out, &lay))) {
-        layout_fini(&lay);
-        goto fail;
-    }
     info->n_moves = (int32_t)lay.moves.n;
     info->moved_bytes = lay.moves.bytes;
     info->arena_bytes = lay.arena_bytes;
