@@ -521,8 +521,11 @@ static void print_os(const struct train_report *r, size_t budget)
         printf(" (%s the budget of %s bytes)",
                ts->os_rss_data_growth_bytes <= budget ? "within" : "OVER",
                cli_commas(budget, b, sizeof b));
-    printf(", code +%s bytes (the program's, its libraries' and the kernels compiled on "
-           "first use, paged in)\n", cli_commas(ts->os_rss_code_growth_bytes, a, sizeof a));
+    printf(", of which +%s bytes are the trainer's tables (no plan counts them)\n",
+           cli_commas(ts->os_rss_tables_bytes, a, sizeof a));
+    printf("                 code +%s bytes (the program's, its libraries' and the kernels "
+           "compiled on first use, paged in)\n",
+           cli_commas(ts->os_rss_code_growth_bytes, a, sizeof a));
 }
 
 static void report_text(const struct train_cmd *c, const struct train_report *r)
@@ -642,6 +645,7 @@ static void report_json(const struct train_cmd *c, const struct train_report *r)
     json_u64(&j, "os_rss_growth_bytes", r->os_growth);
     json_u64(&j, "os_rss_code_growth_bytes", ts->os_rss_code_growth_bytes);
     json_u64(&j, "os_rss_data_growth_bytes", ts->os_rss_data_growth_bytes);
+    json_u64(&j, "os_rss_tables_bytes", ts->os_rss_tables_bytes);
     json_f64_array(&j, "loss", c->loss, c->steps);
     json_f64_array(&j, "step_seconds", c->secs, c->steps);
     json_f64(&j, "median_step_seconds", r->median_secs);

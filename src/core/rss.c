@@ -77,10 +77,9 @@ size_t rss_code_bytes(void)
     return rss_split(&sp) ? sp.code_bytes : 0;
 }
 
-struct rss_split rss_mark_growth(const struct rss_mark *m)
+struct rss_split rss_mark_held(const struct rss_mark *m)
 {
     struct rss_split now, g = {0, 0};
-    size_t hwm, cur;
 
     if (!m->split_ok || !rss_split(&now))
         return g;
@@ -88,6 +87,16 @@ struct rss_split rss_mark_growth(const struct rss_mark *m)
                                                         : 0;
     g.data_bytes = now.data_bytes > m->split.data_bytes ? now.data_bytes - m->split.data_bytes
                                                         : 0;
+    return g;
+}
+
+struct rss_split rss_mark_growth(const struct rss_mark *m)
+{
+    struct rss_split g = rss_mark_held(m);
+    size_t hwm, cur;
+
+    if (!g.code_bytes && !g.data_bytes)
+        return g;
     /* what came and went: the high-water mark above the resident set now */
     hwm = rss_peak_bytes();
     cur = rss_current_bytes();

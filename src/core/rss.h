@@ -67,5 +67,7 @@ size_t rss_mark_peak(const struct rss_mark *m, size_t sampled_bytes);
  * plus what the high-water mark holds above the resident set now (memory that came and
  * went: the counters' figure, so within their lag); zeros where unavailable. */
 struct rss_split rss_mark_growth(const struct rss_mark *m);
+/* The same without what came and went: what is resident now beyond the mark. */
+struct rss_split rss_mark_held(const struct rss_mark *m);
 
 #endif

@@ -334,6 +334,7 @@ remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const rema
      * allocator returns the freed pages to the system and the high-water mark starts
      * again here; what is still held counts. */
     rss_release_free();
+    t->rss_tables = rss_mark_held(&t->rss).data_bytes;
     rss_mark_forget_peak(&t->rss);
     t->arena = t->be->alloc(t->ctx, t->lay.arena_bytes);
     if (!t->arena) {
@@ -791,6 +792,7 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
 
         st->os_rss_code_growth_bytes = g.code_bytes;
         st->os_rss_data_growth_bytes = g.data_bytes;
+        st->os_rss_tables_bytes = t->rss_tables;
     }
     dist_stats(t, st);
 }

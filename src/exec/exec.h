@@ -82,6 +82,7 @@ struct remat_trainer {
      * it returned (the peak's fallback where the reset fails, see core/rss.h). */
     struct rss_mark rss;
     size_t rss_sampled;
+    size_t rss_tables;         /* data grown from the mark to the arena: the trainer's tables */
 };
 
 /* exec.c: the parts of a trainer that listing or preparing the kernels needs (checks,

@@ -8,11 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The first pages of each thread's heap, written once when the context is made: oneDNN
- * mallocs a little inside each execute (its argument maps), on whichever thread runs it,
- * and a thread's heap is otherwise first touched in a trainer's first step, one page past
- * its budget (ResNet-50's backward on a worker thread). */
+/* The first pages of each thread's heap and stack, written once when the context is
+ * made: oneDNN mallocs a little inside each execute (its argument maps) on whichever
+ * thread runs it, and some kernels' calls go deeper in a worker's stack than anything
+ * before; both were otherwise first touched in a trainer's first step, pages past its
+ * budget (ResNet-50 b8: a heap page, and 16 KiB of a worker's stack). */
 #define WARM_HEAP_BYTES ((size_t)64 << 10)
+#define WARM_STACK_BYTES ((size_t)128 << 10)
+
+/* Writes n bytes of the calling thread's stack below this frame. */
+static __attribute__((noinline)) void touch_stack(size_t n)
+{
+    volatile unsigned char *p = __builtin_alloca(n);
+
+    for (size_t i = 0; i < n; i += 512)
+        p[i] = (unsigned char)i;
+}
 
 /* Loads the kernel library's lazily made parts before any trainer: the OpenMP threads
  * and their stacks and heaps, and oneDNN's GEMM kernels (generated on first use, on
@@ -33,6 +44,7 @@ static void cpu_warm(int threads)
         if (h)
             memset(h, 1, WARM_HEAP_BYTES);
         free(h);
+        touch_stack(WARM_STACK_BYTES);
     }
 }
 
