@@ -129,3 +129,11 @@ const struct backend_ops *backend_ref(void)
 {
     return &ref_ops;
 }
+
+#ifndef REMAT_CUDA
+/* Built without CUDA (make CUDA=1 builds exec/backend_cuda.c). */
+const struct backend_ops *backend_cuda(void)
+{
+    return NULL;
+}
+#endif

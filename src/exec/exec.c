@@ -329,10 +329,8 @@ remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const rema
     if ((st = layout_build(tg, s, 64, &t->lay)))
         goto fail;
     REMAT_ASSERT(t->lay.peak_bytes == t->activation_peak);
-    /* Choosing kernels and packing the arena is planning: what it held and gave back is
-     * not the training's (the packer's search log reaches megabytes on ResNet-50). The
-     * allocator returns the freed pages to the system and the high-water mark starts
-     * again here; what is still held counts. */
+    /* Packing was planning (its search log reaches megabytes): the heap gives back what it
+     * freed and the high-water mark starts again; what is still held is the tables. */
     rss_release_free();
     t->rss_tables = rss_mark_held(&t->rss).data_bytes;
     rss_mark_forget_peak(&t->rss);
@@ -767,6 +765,8 @@ void remat_trainer_set_forward_hook(remat_trainer *t, remat_forward_hook fn, voi
 
 void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
 {
+    struct rss_split g;
+
     memset(st, 0, sizeof *st);
     if (!t)
         return;
@@ -787,20 +787,9 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
     st->move_seconds = t->move_seconds;
     st->os_rss_before_bytes = t->rss.before_bytes;
     st->os_rss_peak_bytes = rss_mark_peak(&t->rss, t->rss_sampled);
-    {
-        struct rss_split g = rss_mark_growth(&t->rss);
-
-        st->os_rss_code_growth_bytes = g.code_bytes;
-        st->os_rss_data_growth_bytes = g.data_bytes;
-        st->os_rss_tables_bytes = t->rss_tables;
-    }
+    g = rss_mark_growth(&t->rss);
+    st->os_rss_code_growth_bytes = g.code_bytes;
+    st->os_rss_data_growth_bytes = g.data_bytes;
+    st->os_rss_tables_bytes = t->rss_tables;
     dist_stats(t, st);
 }
-
-#ifndef REMAT_CUDA
-/* Built without CUDA (make CUDA=1 builds exec/backend_cuda.c). */
-const struct backend_ops *backend_cuda(void)
-{
-    return NULL;
-}
-#endif
