@@ -19,10 +19,13 @@
  *   `none` after three steps, the file has the host tier's size, and an unwritable file
  *   is refused with its name. (Every strategy, offload included, against `none` on two
  *   backends: test_train.c.)
+ * - The host tier's timeline (plan/maxtree.h): range additions, largest values and the
+ *   first and last index above a threshold, on random arrays, against a plain array.
  * Expected answers are independent of the planner: the simulator's single-step bound,
  * superneurons' own figures, `none`'s checksum.
  */
 #include "harness.h"
+#include "plan/maxtree.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -378,8 +381,65 @@ static void test_copy_slowdown(void)
     remat_tgraph_free(tg);
 }
 
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+static size_t rnd(size_t n)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return n ? (size_t)(rng_state % n) : 0;
+}
+
+/* The tree against the array it stands for, on random sizes, values and operations. */
+static void test_maxtree(void)
+{
+    for (int round = 0; round < 200; round++) {
+        size_t n = 1 + rnd(round < 100 ? 70 : 700), *v = calloc(n, sizeof *v);
+        size_t *ref = calloc(n, sizeof *ref), bad = 0;
+        struct maxtree t;
+
+        CHECK_OR(v && ref, goto next, "out of memory");
+        for (size_t i = 0; i < n; i++)
+            v[i] = ref[i] = rnd(1000);
+        CHECK_OR(maxtree_init(&t, NULL, v, n) == REMAT_OK, goto next, "init");
+        for (int op = 0; op < 300; op++) {
+            size_t l = rnd(n + 1), r = rnd(n + 1), d = rnd(300), thr = rnd(2000);
+            size_t m = 0, first = MAXTREE_NONE, last = MAXTREE_NONE;
+
+            if (l > r) {
+                size_t x = l;
+
+                l = r;
+                r = x;
+            }
+            for (size_t k = l; k < r; k++) {
+                m = ref[k] > m ? ref[k] : m;
+                first = first == MAXTREE_NONE && ref[k] > thr ? k : first;
+                last = ref[k] > thr ? k : last;
+            }
+            bad += maxtree_max(&t, l, r) != m;
+            bad += maxtree_first_above(&t, l, r, thr) != first;
+            bad += maxtree_last_above(&t, l, r, thr) != last;
+            maxtree_add(&t, l, r, d);
+            for (size_t k = l; k < r; k++)
+                ref[k] += d;
+            l = rnd(n);
+            bad += maxtree_get(&t, l) != ref[l];
+        }
+        for (size_t i = 0; i < n; i++)
+            bad += maxtree_get(&t, i) != ref[i];
+        CHECK(bad == 0, "n %zu: %zu answers differ from the array's", n, bad);
+        maxtree_fini(&t);
+    next:
+        free(v);
+        free(ref);
+    }
+}
+
 int main(void)
 {
+    RUN(test_maxtree);
     RUN(test_copy_slowdown);
     RUN(test_lower_limit);
     RUN(test_least_total);

@@ -47,6 +47,9 @@ struct hybrid_bases {
      * least peak it reaches with offload (SIZE_MAX: not yet known) */
     double alone[MAX_BASE];
     size_t least[MAX_BASE];
+    /* an earlier base with the same steps (the keep sets by ratio often meet), whose
+     * figures it shares and whose results it would repeat; -1 where none */
+    int dup[MAX_BASE];
     bool timed;
     struct dp_progress pg;     /* while they are made (remat_plan_opts.progress) */
     const remat_allocator *al; /* of this struct */
@@ -54,6 +57,18 @@ struct hybrid_bases {
 
 /* Frees the bases and the struct. */
 static void drop_bases(struct hybrid_bases *b);
+
+/* Whether a and b are one schedule (all that the host tier and the simulator read). */
+static bool same_sched(const remat_schedule *a, const remat_schedule *b)
+{
+    if (a->n != b->n || a->file_order != b->file_order || a->arena_cap != b->arena_cap ||
+        a->algo || b->algo || a->scratch || b->scratch)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->steps[i].kind != b->steps[i].kind || a->steps[i].id != b->steps[i].id)
+            return false;
+    return true;
+}
 
 static remat_status add_base(const remat_tgraph *tg, struct hybrid_bases *b, remat_schedule *s)
 {
@@ -67,6 +82,10 @@ static remat_status add_base(const remat_tgraph *tg, struct hybrid_bases *b, rem
     if (b->pg.fn) /* the share of the bases made, for a progress line */
         b->pg.fn(b->pg.ud, "hybrid: the plans to start from", (double)(b->n + 1) / MAX_BASE);
     b->least[b->n] = SIZE_MAX;
+    b->dup[b->n] = -1;
+    for (int i = 0; i < b->n && b->dup[b->n] < 0; i++)
+        if (b->dup[i] < 0 && same_sched(b->s[i], s))
+            b->dup[b->n] = i;
     b->s[b->n++] = s;
     return REMAT_OK;
 }
@@ -283,6 +302,10 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
     REMAT_ASSERT(bp);
     if (!bp->timed) {
         for (int i = 0; i < bp->n; i++) {
+            if (bp->dup[i] >= 0) {
+                bp->alone[i] = bp->alone[bp->dup[i]];
+                continue;
+            }
             if ((st = remat_sim_run_opts(tg, bp->s[i], &so, &r)))
                 goto out;
             bp->alone[i] = r.total_seconds;
@@ -293,7 +316,9 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
         /* the least peak any base reaches, every value a candidate */
         target = SIZE_MAX;
         for (int i = 0; i < bp->n && !st; i++) {
-            if (bp->least[i] == SIZE_MAX)
+            if (bp->least[i] == SIZE_MAX && bp->dup[i] >= 0)
+                bp->least[i] = bp->least[bp->dup[i]];
+            else if (bp->least[i] == SIZE_MAX)
                 st = least_peak(tg, o, bp->s[i], &bp->least[i]);
             target = bp->least[i] < target ? bp->least[i] : target;
         }
@@ -313,8 +338,11 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
             o->progress(o->progress_ud, "hybrid: each plan with the host tier",
                         (double)i / (bp->n + 1));
         /* skipped, as they could not win: a base whose least peak passes the target, or
-         * that alone takes longer than the best so far (a tie on time could win on peak) */
-        if (!base || (i < bp->n && ((bp->least[i] != SIZE_MAX && bp->least[i] > target) ||
+         * that alone takes longer than the best so far (a tie on time could win on peak),
+         * or one like an earlier base (its plan, tried or skipped there, would tie the
+         * best on time and peak, which loses) */
+        if (!base || (i < bp->n && (bp->dup[i] >= 0 ||
+                                    (bp->least[i] != SIZE_MAX && bp->least[i] > target) ||
                                     (*out && o->copy_slowdown >= 0 &&
                                      bp->alone[i] > best.total_seconds))))
             continue;

@@ -20,10 +20,15 @@
  *    the engine is free) has had time; PREFETCH earlier until the copy back (planned
  *    backwards from its reader, latest first) has.
  * The timeline counts a prefetched value as live from the end of step z, so the
- * result's simulated peak never exceeds it.
+ * result's simulated peak never exceeds it. From step 2 on it is a segment tree
+ * (maxtree.h): a gap is tested and taken back, or narrowed to where the clock, the gap
+ * or the target stops it, in O(log n) steps instead of a walk over its steps (the
+ * clock, which never decreases, is searched in halves). Same gaps as the walks.
  */
+#include "plan/maxtree.h"
 #include "plan/planners.h"
 #include "sched/schedule.h"
+#include "sim/sim.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +46,9 @@ struct pass {
     const remat_schedule *s;
     size_t n;
     size_t *live;     /* base live bytes after each step, minus the gaps */
+    struct maxtree lt; /* live, from step 2 on (taken back and narrowed in it) */
     double *clock;    /* compute time at the end of each step */
+    bool mono;        /* clock never decreases (searched in halves; else walked) */
     struct cand *c;
     int32_t nc;
 };
@@ -54,6 +61,7 @@ static remat_status find_cands(struct pass *p, const bool *cand)
     int32_t nv = tg->n_values, mt = step_max_touch(tg), nr, nm;
     int32_t *reads = core_calloc(a, (size_t)mt, sizeof *reads);
     int32_t *makes = core_calloc(a, (size_t)mt, sizeof *makes);
+    struct touch_lists tl = {0};
     int32_t *allocs = core_calloc(a, (size_t)nv + 1, sizeof *allocs);
     size_t *r1 = core_calloc(a, (size_t)nv + 1, sizeof *r1);
     size_t *r2 = core_calloc(a, (size_t)nv + 1, sizeof *r2);
@@ -65,6 +73,9 @@ static remat_status find_cands(struct pass *p, const bool *cand)
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning the host tier");
         goto out;
     }
+    /* a schedule several times the graph's length reads each op's lists once */
+    if (p->n > 4 * (size_t)tg->n_ops && (st = touch_lists_build(tg, &tl)))
+        goto out;
     for (size_t i = 0; i < p->n; i++)
         if (p->s->steps[i].kind == REMAT_STEP_BWD) {
             first_bwd = i;
@@ -74,17 +85,21 @@ static remat_status find_cands(struct pass *p, const bool *cand)
         r2[b] = SIZE_MAX;
     for (size_t i = 0; i < p->n; i++) {
         remat_step step = p->s->steps[i];
+        const int32_t *rd = reads, *mk = makes;
 
         if (step.kind != REMAT_STEP_FWD && step.kind != REMAT_STEP_BWD)
             continue;
-        step_touch(tg, step, reads, &nr, makes, &nm);
+        if (tl.off)
+            touch_get(&tl, step, &rd, &nr, &mk, &nm);
+        else
+            step_touch(tg, step, reads, &nr, makes, &nm);
         for (int32_t j = 0; j < nm; j++)
-            if (makes[j] < nv) {
-                allocs[makes[j]]++;
-                r1[makes[j]] = i;
+            if (mk[j] < nv) {
+                allocs[mk[j]]++;
+                r1[mk[j]] = i;
             }
         for (int32_t j = 0; j < nr; j++) {
-            int32_t b = reads[j];
+            int32_t b = rd[j];
 
             if (b >= nv)
                 continue;
@@ -102,18 +117,13 @@ static remat_status find_cands(struct pass *p, const bool *cand)
                                       true};
     }
 out:
+    touch_lists_fini(tg, &tl);
     core_free(a, reads, sizeof *reads * (size_t)mt);
     core_free(a, makes, sizeof *makes * (size_t)mt);
     core_free(a, allocs, sizeof *allocs * ((size_t)nv + 1));
     core_free(a, r1, sizeof *r1 * ((size_t)nv + 1));
     core_free(a, r2, sizeof *r2 * ((size_t)nv + 1));
     return st;
-}
-
-static void gap_add(struct pass *p, const struct cand *c, bool remove)
-{
-    for (size_t k = c->x + 1; k < c->z; k++)
-        p->live[k] = remove ? p->live[k] - c->bytes : p->live[k] + c->bytes;
 }
 
 /* Every candidate's widest gap out at once (step 1): as gap_add on each, in one pass
@@ -163,6 +173,80 @@ static int by_r2_desc(const void *x, const void *y)
     return a->buf < b->buf ? -1 : a->buf > b->buf;
 }
 
+/* The first step j >= x whose clock is not below end (n where none). */
+static size_t clock_reaches(const struct pass *p, size_t x, double end)
+{
+    size_t lo = x, hi = p->n;
+
+    if (!p->mono) {
+        while (x < p->n && p->clock[x] < end)
+            x++;
+        return x;
+    }
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (p->clock[mid] < end)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The last step j <= z whose clock is not above start (SIZE_MAX where none). */
+static size_t clock_within(const struct pass *p, size_t z, double start)
+{
+    size_t lo = 0, hi = z + 1;
+
+    if (!p->mono) {
+        for (; z != SIZE_MAX && p->clock[z] > start; z--)
+            ;
+        return z;
+    }
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (p->clock[mid] > start)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo - 1;
+}
+
+/* Copy out: FREE moves later, one step at a time, while the clock is below end, the gap
+ * keeps two steps and the step it gives back stays within target; as a walk would. */
+static void widen_x(struct pass *p, struct cand *c, size_t target, double end)
+{
+    size_t stop = clock_reaches(p, c->x, end), k;
+
+    stop = stop < c->z - 2 ? stop : c->z - 2;
+    if (stop <= c->x)
+        return;
+    k = c->bytes > target ? c->x + 1
+                          : maxtree_first_above(&p->lt, c->x + 1, stop + 1, target - c->bytes);
+    stop = k != MAXTREE_NONE && k - 1 < stop ? k - 1 : stop;
+    maxtree_add(&p->lt, c->x + 1, stop + 1, c->bytes);
+    c->x = stop;
+}
+
+/* Copy back: PREFETCH moves earlier while the clock is above start, the gap keeps two
+ * steps and the step given back stays within target. */
+static void widen_z(struct pass *p, struct cand *c, size_t target, double start)
+{
+    size_t stop = clock_within(p, c->z, start), k;
+
+    stop = stop != SIZE_MAX && stop > c->x + 2 ? stop : c->x + 2;
+    if (stop >= c->z)
+        return;
+    k = c->bytes > target ? c->z - 1
+                          : maxtree_last_above(&p->lt, stop - 1, c->z, target - c->bytes);
+    stop = k != MAXTREE_NONE && k + 1 > stop ? k + 1 : stop;
+    maxtree_add(&p->lt, stop, c->z, c->bytes);
+    c->z = stop;
+}
+
 /* Narrows every gap (step 3). Candidates come sorted by r1 descending. Times are on the
  * clock of compute at full speed: a copy of t seconds lets (1 - slowdown) t of it pass
  * (the compute cores' share a copy under way leaves them, as the simulator models it),
@@ -181,8 +265,7 @@ static void narrow(struct pass *p, size_t target, double bw, double slowdown)
         start = p->clock[c->r1] > engine ? p->clock[c->r1] : engine;
         end = start + keep * (double)c->bytes / bw;
         engine = end;
-        while (p->clock[c->x] < end && c->x + 2 < c->z && p->live[c->x + 1] + c->bytes <= target)
-            p->live[++c->x] += c->bytes;
+        widen_x(p, c, target, end);
     }
     /* Copies back, planned from the last needed to the first. */
     qsort(p->c, (size_t)p->nc, sizeof *p->c, by_r2_desc);
@@ -196,8 +279,7 @@ static void narrow(struct pass *p, size_t target, double bw, double slowdown)
         need = p->clock[c->r2 - 1] < engine ? p->clock[c->r2 - 1] : engine;
         start = need - keep * (double)c->bytes / bw;
         engine = start;
-        while (p->clock[c->z] > start && c->z > c->x + 2 && p->live[c->z - 1] + c->bytes <= target)
-            p->live[--c->z] += c->bytes;
+        widen_z(p, c, target, start);
     }
 }
 
@@ -263,12 +345,40 @@ out:
     return st;
 }
 
+/* The clock (step 3's): each step's FLOPs / fl added up; on a schedule several times the
+ * graph's length, each op's two quotients are taken once (the same doubles). */
+static remat_status clock_fill(struct pass *p, double fl)
+{
+    const remat_tgraph *tg = p->tg;
+    size_t no = (size_t)tg->n_ops, ns = p->n > 4 * no ? 2 * no : 0;
+    double *sec = ns ? core_calloc(tgraph_al(tg), ns, sizeof *sec) : NULL;
+
+    if (ns && !sec)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning the host tier");
+    for (size_t o = 0; o < ns / 2; o++) {
+        sec[2 * o] = tg->ops[o].fwd_flops / fl;
+        sec[2 * o + 1] = tg->ops[o].bwd_flops / fl;
+    }
+    p->mono = true;
+    for (size_t i = 0; i < p->n; i++) {
+        remat_step st = p->s->steps[i];
+        double dt = !sec ? step_flops(tg, st) / fl
+                  : st.kind == REMAT_STEP_FWD ? sec[2 * (size_t)st.id]
+                  : st.kind == REMAT_STEP_BWD ? sec[2 * (size_t)st.id + 1] : 0 / fl;
+
+        p->clock[i] = (i ? p->clock[i - 1] : 0) + dt;
+        p->mono = p->mono && (!i || p->clock[i] >= p->clock[i - 1]);
+    }
+    core_free(tgraph_al(tg), sec, ns * sizeof *sec);
+    return REMAT_OK;
+}
+
 remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const bool *cand,
                           size_t *target, double bandwidth, double flops, double slowdown,
                           remat_schedule **out, remat_plan_info *info)
 {
     const remat_allocator *a = tgraph_al(tg);
-    struct pass p = {tg, s, s->n, NULL, NULL, NULL, 0};
+    struct pass p = {.tg = tg, .s = s, .n = s->n};
     double bw = bandwidth > 0 ? bandwidth : REMAT_DEFAULT_BANDWIDTH;
     double fl = flops > 0 ? flops : REMAT_DEFAULT_FLOPS;
     remat_status st;
@@ -289,27 +399,26 @@ remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const
      * boundary to offload across: it is kept as it is */
     if (!s->file_order && (st = find_cands(&p, cand)))
         goto out;
-    for (size_t i = 0; i < s->n; i++)
-        p.clock[i] = (i ? p.clock[i - 1] : 0) + step_flops(tg, s->steps[i]) / fl;
     peak = peak_of(&p);
     if (peak <= *target || !p.nc) {
         for (int32_t i = 0; i < p.nc; i++)
             p.c[i].off = false;
     } else {
+        if ((st = clock_fill(&p, fl)))
+            goto out;
         qsort(p.c, (size_t)p.nc, sizeof *p.c, by_r1_desc);
         if ((st = gaps_out(&p)))
             goto out;
         peak = peak_of(&p);
         if (peak > *target)
             *target = peak; /* the least this schedule reaches: the caller compares */
+        if ((st = maxtree_init(&p.lt, a, p.live, p.n)))
+            goto out;
         for (int32_t i = 0; i < p.nc; i++) {
             struct cand *c = &p.c[i];
-            bool fits = true;
 
-            for (size_t k = c->x + 1; k < c->z && fits; k++)
-                fits = p.live[k] + c->bytes <= *target;
-            if (fits) {
-                gap_add(&p, c, false);
+            if (c->x + 1 >= c->z || maxtree_max(&p.lt, c->x + 1, c->z) + c->bytes <= *target) {
+                maxtree_add(&p.lt, c->x + 1, c->z, c->bytes);
                 c->off = false;
             }
         }
@@ -326,6 +435,8 @@ remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const
     }
     st = emit(&p, out);
 out:
+    if (p.lt.mx)
+        maxtree_fini(&p.lt);
     core_free(a, p.live, sizeof *p.live * s->n);
     core_free(a, p.clock, sizeof *p.clock * s->n);
     core_free(a, p.c, sizeof *p.c * ((size_t)tg->n_values + 1));

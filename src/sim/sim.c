@@ -46,6 +46,7 @@ struct sim {
     bool *live;
     int32_t *fwd_count, *bwd_count, *grad_done;
     int32_t *reads, *makes;
+    const struct touch_lists *tl; /* each op's reads and makes, on long walks; or NULL */
     unsigned char *host;      /* per buffer: H_* */
     double *copy_end;         /* per buffer: when its pending copy finishes */
     size_t cur, peak, peak_step, host_cur;
@@ -105,22 +106,37 @@ static remat_status bad_buf(const struct sim *m, size_t i, const char *what, int
                       remat_buffer_name(m->tg, buf, tmp, sizeof tmp));
 }
 
+/* A step's reads and makes: from the lists where the walk has them, else step_touch's
+ * answer in m->reads and m->makes. */
+static void touch(struct sim *m, remat_step step, const int32_t **reads, int32_t *nr,
+                  const int32_t **makes, int32_t *nm)
+{
+    if (m->tl) {
+        touch_get(m->tl, step, reads, nr, makes, nm);
+        return;
+    }
+    step_touch(m->tg, step, m->reads, nr, m->makes, nm);
+    *reads = m->reads;
+    *makes = m->makes;
+}
+
 static remat_status step_fwd(struct sim *m, size_t i, int32_t o)
 {
     const remat_tgraph *tg = m->tg;
+    const int32_t *reads, *makes;
     remat_status st;
     int32_t nr, nm;
 
-    step_touch(tg, (remat_step){REMAT_STEP_FWD, o}, m->reads, &nr, m->makes, &nm);
+    touch(m, (remat_step){REMAT_STEP_FWD, o}, &reads, &nr, &makes, &nm);
     for (int32_t j = 0; j < nr; j++) {
-        if (m->strict && !m->live[m->reads[j]])
-            return bad_buf(m, i, "FWD reads a value that is not live:", m->reads[j]);
-        if (m->host[m->reads[j]] == H_IN)
+        if (m->strict && !m->live[reads[j]])
+            return bad_buf(m, i, "FWD reads a value that is not live:", reads[j]);
+        if (m->host[reads[j]] == H_IN)
             return bad_buf(m, i, "FWD reads a value before its prefetch is waited for:",
-                           m->reads[j]);
+                           reads[j]);
     }
     for (int32_t j = 0; j < nm; j++) {
-        int32_t b = m->makes[j];
+        int32_t b = makes[j];
 
         if (m->host[b] != H_NONE)
             return bad_buf(m, i, "FWD recomputes a value held on the host tier:", b);
@@ -142,6 +158,7 @@ static remat_status step_bwd(struct sim *m, size_t i, int32_t o)
 {
     const remat_tgraph *tg = m->tg;
     const struct top *op = &tg->ops[o];
+    const int32_t *reads, *makes;
     remat_status st;
     int32_t nr, nm;
 
@@ -151,13 +168,13 @@ static remat_status step_bwd(struct sim *m, size_t i, int32_t o)
         return bad(i, "BWD runs a second time");
     if (m->strict && m->fwd_count[o] == 0)
         return bad(i, "BWD before the op's forward");
-    step_touch(tg, (remat_step){REMAT_STEP_BWD, o}, m->reads, &nr, m->makes, &nm);
+    touch(m, (remat_step){REMAT_STEP_BWD, o}, &reads, &nr, &makes, &nm);
     for (int32_t j = 0; j < nr; j++) {
-        if (m->strict && !m->live[m->reads[j]])
-            return bad_buf(m, i, "BWD reads a buffer that is not live:", m->reads[j]);
-        if (m->host[m->reads[j]] == H_IN)
+        if (m->strict && !m->live[reads[j]])
+            return bad_buf(m, i, "BWD reads a buffer that is not live:", reads[j]);
+        if (m->host[reads[j]] == H_IN)
             return bad_buf(m, i, "BWD reads a value before its prefetch is waited for:",
-                           m->reads[j]);
+                           reads[j]);
     }
     for (int32_t j = 0; m->strict && j < op->n_gin; j++) {
         int32_t b = tg->values[op->gin[j]].buf;
@@ -167,7 +184,7 @@ static remat_status step_bwd(struct sim *m, size_t i, int32_t o)
                        tgraph_gbuf(tg, op->gin[j]));
     }
     for (int32_t j = 0; j < nm; j++) {
-        int32_t b = m->makes[j];
+        int32_t b = makes[j];
 
         if (!m->live[b]) {
             /* Earlier contributions would be lost: the gradient was freed too early. */
@@ -300,6 +317,28 @@ static remat_status rec_end(struct sim *m, remat_status st)
     return st;
 }
 
+/* The end of a walk: nothing left on the host tier or in flight, every op run. */
+static remat_status walk_end(const struct sim *m, const remat_schedule *s, size_t nb)
+{
+    const remat_tgraph *tg = m->tg;
+    remat_status st = REMAT_OK;
+
+    for (size_t b = 0; b < nb && !st; b++)
+        if (m->host[b] != H_NONE)
+            st = bad_buf(m, s->n, m->host[b] == H_HOST ? "the schedule ends with a value on "
+                         "the host tier that never came back:" : "the schedule ends with a "
+                         "copy not waited for:", (int32_t)b);
+    for (int32_t p = 0; p < tg->n_ops && !st; p++) {
+        if (tg->ops[p].has_bwd && m->bwd_count[p] != 1)
+            st = REMAT_FAIL(REMAT_ERR_INVALID, "the schedule never runs the backward of op "
+                            "%d (%s)", p, tg->ops[p].type_name);
+        else if (m->fwd_count[p] == 0)
+            st = REMAT_FAIL(REMAT_ERR_INVALID, "the schedule never runs the forward of op "
+                            "%d (%s)", p, tg->ops[p].type_name);
+    }
+    return st;
+}
+
 static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
                              const remat_sim_opts *o, size_t *live, remat_sim_result *res,
                              struct sim_instances *rec)
@@ -307,6 +346,7 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
     const remat_allocator *a = tgraph_al(tg);
     size_t nb = 2 * (size_t)tg->n_values, no = (size_t)tg->n_ops, mt, scratch;
     struct sim m = {.tg = tg, .strict = !s->file_order, .res = res, .rec = rec};
+    struct touch_lists tl = {0};
     remat_status st = REMAT_OK;
 
     if (rec)
@@ -331,6 +371,12 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
     }
     if (rec && (st = rec_begin(&m, s)))
         goto out;
+    /* a walk several times the graph's length reads each op's lists once */
+    if (s->n > 4 * no) {
+        if ((st = touch_lists_build(tg, &tl)))
+            goto out;
+        m.tl = &tl;
+    }
     for (size_t i = 0; i < s->n && !st; i++) {
         remat_step step = s->steps[i];
 
@@ -384,19 +430,8 @@ static remat_status sim_walk(const remat_tgraph *tg, const remat_schedule *s,
         if (live)
             live[i] = m.cur;
     }
-    for (size_t b = 0; b < nb && !st; b++)
-        if (m.host[b] != H_NONE)
-            st = bad_buf(&m, s->n, m.host[b] == H_HOST ? "the schedule ends with a value on "
-                         "the host tier that never came back:" : "the schedule ends with a "
-                         "copy not waited for:", (int32_t)b);
-    for (int32_t p = 0; p < tg->n_ops && !st; p++) {
-        if (tg->ops[p].has_bwd && m.bwd_count[p] != 1)
-            st = REMAT_FAIL(REMAT_ERR_INVALID, "the schedule never runs the backward of op "
-                            "%d (%s)", p, tg->ops[p].type_name);
-        else if (m.fwd_count[p] == 0)
-            st = REMAT_FAIL(REMAT_ERR_INVALID, "the schedule never runs the forward of op "
-                            "%d (%s)", p, tg->ops[p].type_name);
-    }
+    if (!st)
+        st = walk_end(&m, s, nb);
     if (res) {
         res->activation_peak_bytes = m.peak;
         res->peak_step = m.peak_step;
@@ -415,7 +450,63 @@ out:
     core_free(a, m.makes, mt * sizeof *m.makes);
     core_free(a, m.host, nb * sizeof *m.host);
     core_free(a, m.copy_end, nb * sizeof *m.copy_end);
+    touch_lists_fini(tg, &tl);
     return st;
+}
+
+remat_status touch_lists_build(const remat_tgraph *tg, struct touch_lists *t)
+{
+    const remat_allocator *a = tgraph_al(tg);
+    int32_t mt = step_max_touch(tg), nr, nm;
+    int32_t *reads = core_calloc(a, (size_t)mt, sizeof *reads);
+    int32_t *makes = core_calloc(a, (size_t)mt, sizeof *makes);
+    remat_status st = REMAT_OK;
+    size_t q, k;
+
+    *t = (struct touch_lists){.n_slots = 2 * (size_t)tg->n_ops};
+    t->off = core_calloc(a, t->n_slots + 1, sizeof *t->off);
+    t->n_reads = core_calloc(a, t->n_slots + 1, sizeof *t->n_reads);
+    if (!reads || !makes || !t->off || !t->n_reads) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the simulator");
+        goto out;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (q = 0, k = 0; q < t->n_slots; q++) {
+            remat_step step = {q % 2 ? REMAT_STEP_BWD : REMAT_STEP_FWD, (int32_t)(q / 2)};
+
+            t->off[q] = (int32_t)k;
+            if (q % 2 && !tg->ops[q / 2].has_bwd)
+                continue;
+            step_touch(tg, step, reads, &nr, makes, &nm);
+            if (pass) {
+                memcpy(t->buf + k, reads, (size_t)nr * sizeof *reads);
+                memcpy(t->buf + k + (size_t)nr, makes, (size_t)nm * sizeof *makes);
+                t->n_reads[q] = nr;
+            }
+            k += (size_t)nr + (size_t)nm;
+        }
+        t->off[q] = (int32_t)k;
+        if (!pass && !(t->buf = core_calloc(a, (t->n_buf = k) + 1, sizeof *t->buf))) {
+            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the simulator");
+            goto out;
+        }
+    }
+out:
+    core_free(a, reads, (size_t)mt * sizeof *reads);
+    core_free(a, makes, (size_t)mt * sizeof *makes);
+    if (st)
+        touch_lists_fini(tg, t);
+    return st;
+}
+
+void touch_lists_fini(const remat_tgraph *tg, struct touch_lists *t)
+{
+    const remat_allocator *a = tgraph_al(tg);
+
+    core_free(a, t->off, (t->n_slots + 1) * sizeof *t->off);
+    core_free(a, t->n_reads, (t->n_slots + 1) * sizeof *t->n_reads);
+    core_free(a, t->buf, (t->n_buf + 1) * sizeof *t->buf);
+    *t = (struct touch_lists){0};
 }
 
 /* The largest bytes one step must hold at once: its reads, what it allocates and the

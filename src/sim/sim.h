@@ -30,4 +30,27 @@ remat_status sim_instances(const remat_tgraph *tg, const remat_schedule *s,
                            struct sim_instances *out);
 void sim_instances_fini(const remat_tgraph *tg, struct sim_instances *in);
 
+/* step_touch's answers for every op's FWD and BWD (an op without a backward: none), for
+ * walks of schedules much longer than the graph: slot 2 op + (BWD), its reads at
+ * buf[off[q] .. off[q] + n_reads[q]) and its makes from there to off[q + 1]. */
+struct touch_lists {
+    int32_t *off, *n_reads, *buf;
+    size_t n_slots, n_buf;
+};
+
+remat_status touch_lists_build(const remat_tgraph *tg, struct touch_lists *t);
+void touch_lists_fini(const remat_tgraph *tg, struct touch_lists *t);
+
+/* step (FWD or BWD)'s reads and makes, from t. */
+static inline void touch_get(const struct touch_lists *t, remat_step step, const int32_t **reads,
+                             int32_t *n_reads, const int32_t **makes, int32_t *n_makes)
+{
+    size_t q = 2 * (size_t)step.id + (step.kind == REMAT_STEP_BWD);
+
+    *reads = t->buf + t->off[q];
+    *n_reads = t->n_reads[q];
+    *makes = *reads + *n_reads;
+    *n_makes = t->off[q + 1] - t->off[q] - *n_reads;
+}
+
 #endif
