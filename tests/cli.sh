@@ -235,6 +235,15 @@ for s in approx-tc approx-mc exact-tc exact-mc optimal hybrid; do
     expect_error "$s needs a budget" "$s plans for a memory budget, and none was given" $REMAT plan resnet18 --strategy $s
 done
 expect_error "train needs a budget" "train: approx-mc plans for a memory budget" $REMAT train resnet18 --strategy approx-mc
+expect_error "train's time limit" "--time-limit: '0' is not a whole number from 1 to 86400" $REMAT train mlp --strategy optimal --budget min --time-limit 0
+# train --strategy optimal honours --time-limit: ResNet-18 at its least budget (a MILP
+# that runs to its limit: the default, 60 s per attempt, takes minutes) planned and
+# trained with the planned peak measured, well within a minute with a 2 s limit
+t0=$SECONDS
+if out=$(timeout 60 $REMAT train resnet18 --input-size 32x32 --classes 10 --batch 2 --steps 1 --strategy optimal --budget min --time-limit 2 --json 2>"$tmp/err") &&
+   [ "$(echo "$out" | "$PY" -c "import json,sys; j=json.load(sys.stdin); print(j['planned_peak_bytes'] == j['measured_peak_bytes'] and j['strategy'] == 'optimal')")" = True ]; then
+    ok "train optimal --time-limit 2 ($((SECONDS - t0)) s)"
+else fail "train optimal --time-limit 2" "$(tail -3 "$tmp/err") $(echo "$out" | head -c 300)"; fi
 if $REMAT plan resnet18 --batch 2 --input-size 64x64 --strategy chen-greedy --json >"$tmp/cg.json" 2>/dev/null &&
    [ "$(json_get "$tmp/cg.json" "j['feasible'] and j['budget_bytes'] is None")" = True ]; then ok "chen-greedy without a budget: its least peak"
 else fail "chen-greedy without a budget" "$(head -c 300 "$tmp/cg.json")"; fi

@@ -30,6 +30,7 @@ static void help(FILE *f)
             "  --strategy S         planning strategy (default none; see `remat plan --help`)\n"
             "  --budget B|min       total memory budget (bytes with a unit, or min); on ref\n"
             "                       and cpu without --host-file the host tier counts in it\n"
+            "  --time-limit S       seconds for `optimal`, per planning attempt (default 60)\n"
             "  --backend ref|cpu|cuda  kernels: plain C loops, oneDNN, or cuDNN and cuBLAS on\n"
             "                       an NVIDIA GPU (make CUDA=1; default ref)\n"
             "  --threads T          CPU threads (default: all cores)\n"
@@ -211,6 +212,7 @@ static int name_option(struct train_cmd *c, int argc, char **argv, int *i)
 static int parse_one(struct train_cmd *c, int argc, char **argv, int *i)
 {
     const char *a = argv[*i], *v;
+    int64_t secs;
     int k;
 
     if (!strcmp(a, "--json")) {
@@ -239,6 +241,10 @@ static int parse_one(struct train_cmd *c, int argc, char **argv, int *i)
     } else if (!strcmp(a, "--budget")) {
         if (!(v = cli_value(argc, argv, i)) || !cli_parse_budget(a, v, &c->po))
             return -1;
+    } else if (!strcmp(a, "--time-limit")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 86400, &secs))
+            return -1;
+        c->po.time_limit = (double)secs;
     } else if ((k = cli_backend_option(&c->to, argc, argv, i)) != 0 ||
                (k = cli_offload_option(&c->po, argc, argv, i)) != 0 ||
                (k = optim_option(c, argc, argv, i)) != 0 ||
