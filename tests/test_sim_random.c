@@ -666,6 +666,22 @@ static size_t mutate(const struct rg *r, const remat_step *in, size_t n, remat_s
     }
 }
 
+/* The frees the liveness pass places after one step come in increasing buffer order
+ * (its sort's tie rule), each buffer once. */
+static void check_free_order(const remat_schedule *lv, int gi)
+{
+    const remat_step *st = remat_schedule_steps(lv);
+    size_t n = remat_schedule_n_steps(lv);
+
+    for (size_t i = 1; i < n; i++)
+        if (st[i].kind == REMAT_STEP_FREE && st[i - 1].kind == REMAT_STEP_FREE &&
+            st[i - 1].id >= st[i].id) {
+            CHECK(st[i - 1].id < st[i].id, "graph %d: frees of buffers %d then %d after one "
+                  "step", gi, st[i - 1].id, st[i].id);
+            return;
+        }
+}
+
 static void test_random(void)
 {
     static remat_step base[RG_MAXSTEPS], mut[RG_MAXSTEPS + 8];
@@ -745,6 +761,7 @@ static void test_random(void)
                     CHECK(lres.activation_peak_bytes <= res.activation_peak_bytes,
                           "graph %d: liveness raised the peak %zu -> %zu", gi,
                           res.activation_peak_bytes, lres.activation_peak_bytes);
+                    check_free_order(lv, gi);
                 }
                 remat_schedule_free(lv);
             }

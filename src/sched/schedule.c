@@ -152,13 +152,26 @@ struct free_at {
     int32_t buf;
 };
 
-static int cmp_free(const void *a, const void *b)
+/* Sorts f[0..n) by (after, buf), every after below steps: counted by step into out (a
+ * stable pass), then each step's few frees in order of buffer. count has steps + 1
+ * slots, zeroed. */
+static void sort_frees(const struct free_at *f, size_t n, size_t steps, size_t *count,
+                       struct free_at *out)
 {
-    const struct free_at *x = a, *y = b;
+    for (size_t k = 0; k < n; k++)
+        count[f[k].after + 1]++;
+    for (size_t i = 0; i < steps; i++)
+        count[i + 1] += count[i];
+    for (size_t k = 0; k < n; k++)
+        out[count[f[k].after]++] = f[k];
+    for (size_t k = 1; k < n; k++) { /* runs of one step: a handful each */
+        struct free_at x = out[k];
+        size_t j = k;
 
-    if (x->after != y->after)
-        return x->after < y->after ? -1 : 1;
-    return (x->buf > y->buf) - (x->buf < y->buf);
+        for (; j > 0 && out[j - 1].after == x.after && out[j - 1].buf > x.buf; j--)
+            out[j] = out[j - 1];
+        out[j] = x;
+    }
 }
 
 remat_status schedule_liveness(const remat_tgraph *tg, const remat_schedule *in,
@@ -170,7 +183,8 @@ remat_status schedule_liveness(const remat_tgraph *tg, const remat_schedule *in,
     int64_t *last = NULL;   /* last use of the live instance, -1 when not live */
     int64_t *last_read = NULL; /* per gradient: the last step that reads it, -1 if none */
     int32_t *reads = NULL, *makes = NULL;
-    struct free_at *frees = NULL;
+    struct free_at *frees = NULL, *sorted = NULL;
+    size_t *count = NULL;
     remat_schedule *s = NULL;
     remat_status st;
 
@@ -240,8 +254,15 @@ remat_status schedule_liveness(const remat_tgraph *tg, const remat_schedule *in,
             REMAT_ASSERT(n_frees < cap_frees);
             frees[n_frees++] = (struct free_at){(size_t)last[b], b};
         }
-    qsort(frees, n_frees, sizeof *frees, cmp_free);
-
+    /* sorted: in frees' unused tail when it has room (it is a loose bound), else apart */
+    sorted = 2 * n_frees <= cap_frees ? frees + n_frees
+                                      : core_alloc(a, (n_frees ? n_frees : 1) * sizeof *sorted);
+    count = core_calloc(a, in->n + 1, sizeof *count);
+    if (!sorted || !count) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the liveness pass");
+        goto out;
+    }
+    sort_frees(frees, n_frees, in->n, count, sorted);
     if ((st = schedule_new(a, &s)))
         goto out;
     s->file_order = in->file_order;
@@ -250,8 +271,8 @@ remat_status schedule_liveness(const remat_tgraph *tg, const remat_schedule *in,
             continue;
         if ((st = schedule_push(s, in->steps[i].kind, in->steps[i].id)))
             goto out;
-        for (; k < n_frees && frees[k].after == i; k++)
-            if ((st = schedule_push(s, REMAT_STEP_FREE, frees[k].buf)))
+        for (; k < n_frees && sorted[k].after == i; k++)
+            if ((st = schedule_push(s, REMAT_STEP_FREE, sorted[k].buf)))
                 goto out;
     }
     *out = s;
@@ -262,6 +283,9 @@ out:
     core_free(a, last_read, sizeof *last_read * ((size_t)tg->n_values + 1));
     core_free(a, reads, sizeof *reads * (size_t)m);
     core_free(a, makes, sizeof *makes * (size_t)m);
+    if (sorted && sorted != frees + n_frees)
+        core_free(a, sorted, (n_frees ? n_frees : 1) * sizeof *sorted);
+    core_free(a, count, (in->n + 1) * sizeof *count);
     core_free(a, frees, sizeof *frees * cap_frees);
     return st;
 }
