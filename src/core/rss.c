@@ -1,7 +1,7 @@
 /*
- * rss.c - the process's resident set and its high-water mark, from /proc/self/status
- * (Linux; every function answers 0 or false elsewhere). See rss.h for the fallback
- * when the high-water mark cannot be reset.
+ * rss.c - the process's resident set and its high-water mark, from /proc/self/status,
+ * and its code and data parts from /proc/self/smaps (Linux; every function answers 0 or
+ * false elsewhere). See rss.h for the fallback when the high-water mark cannot be reset.
  */
 #include "core/rss.h"
 

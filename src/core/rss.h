@@ -1,6 +1,8 @@
 /*
  * rss.h - the operating system's view of the process's memory (Linux): its resident set
- * (VmRSS) and the high-water mark of it (VmHWM), read from /proc/self/status.
+ * (VmRSS) and the high-water mark of it (VmHWM), read from /proc/self/status, and the
+ * resident set's code and data parts, read exactly from the page tables
+ * (/proc/self/smaps: rss_split below).
  *
  * The high-water mark is reset by writing "5" to /proc/self/clear_refs (Linux 4.0 and
  * later; a sandbox or an older kernel may refuse it). Where the reset fails, a mark falls
@@ -9,7 +11,8 @@
  * resident sets sampled by the caller and the current one, which misses any peak that
  * came and went between samples (a lower bound of the true peak).
  *
- * Each read opens and parses one small file (tens of microseconds): not for inner loops.
+ * Each read of status opens and parses one small file (tens of microseconds), of smaps a
+ * line group per mapping (about a millisecond): not for inner loops.
  * The kernel keeps its resident counters per CPU and folds them in lazily, so a read can
  * lag the truth by a few hundred KiB.
  */
