@@ -112,8 +112,13 @@ static int32_t tf_attention(const struct tf *t, int32_t x, const char *p, bool c
     remat_attrs sm = {.causal = causal, .scale = (float)(1.0 / sqrt((double)(t->d / t->h)))};
     int32_t qkv[3], in[2];
 
+    /* The three projections first, then their heads: the order in which PyTorch's
+     * fused projection and its split come out of an ONNX export, so that an exported
+     * model and the zoo's give every planner the same op order. */
     for (int i = 0; i < 3; i++)
-        qkv[i] = tf_heads(t, tf_linear(t, x, p, n[i], t->d), p, n[i], false);
+        qkv[i] = tf_linear(t, x, p, n[i], t->d);
+    for (int i = 0; i < 3; i++)
+        qkv[i] = tf_heads(t, qkv[i], p, n[i], false);
     in[0] = qkv[0];
     in[1] = qkv[1];
     in[0] = zoo_mm(t->g, in, &(remat_attrs){.trans_b = true}, p, "scores");
