@@ -398,6 +398,11 @@ typedef struct remat_plan_opts {
     bool host_in_budget;     /* the host tier is the same memory as the arena (cpu or
                                 ref backend without a host file): its packed size counts
                                 in the budget */
+    bool whole_pages;        /* the arena, the resident block and the host tier are
+                                blocks of whole pages of host memory (cpu or ref
+                                backend: what the operating system holds once they are
+                                touched): each counts in the total rounded up to the
+                                page; false: in bytes */
     bool reproducible;       /* with algos: each op's algorithm fixed whatever the budget
                                 (the fastest it has), so that every plan of a model
                                 trains to the same bits; its scratch is kept free */
@@ -433,7 +438,8 @@ typedef struct remat_plan_info {
                                        included (>= the activation peak) */
     size_t host_arena_bytes;        /* the packed host tier (0 without offloads) */
     size_t total_bytes;             /* what training allocates: arena + resident (+ the
-                                       host tier when host_in_budget); <= budget_bytes */
+                                       host tier when host_in_budget), each in whole pages
+                                       with whole_pages; <= budget_bytes */
     int32_t n_moves;                /* live buffers moved inside the arena per step to
                                        hold it within the budget (0: the packed offsets
                                        fit as they are) */
@@ -695,9 +701,10 @@ typedef struct remat_train_stats {
      * and the buckets it moves per step. */
     double reduce_wait_seconds;
     int32_t reduce_buckets;
-    /* The operating system's view (Linux /proc/self; 0 where unavailable): the process's
-     * resident set just before the trainer allocated anything, and the most it held since
-     * (its high-water mark, reset when the trainer was created: the kernel's counters,
+    /* The operating system's view (Linux /proc/self; 0 where unavailable), from the
+     * trainer's mark, taken when its tables were built and before its blocks (arena,
+     * resident block, host tier) were allocated: the process's resident set then, and the
+     * most it held since (its high-water mark, reset at the mark: the kernel's counters,
      * which may lag by a few hundred KiB); and, exactly from the page tables, how much
      * the resident set grew since then in code and constants (the program's and its
      * libraries' pages run for the first time and kernels compiled on first use: not
@@ -707,10 +714,15 @@ typedef struct remat_train_stats {
     size_t os_rss_peak_bytes;
     size_t os_rss_code_growth_bytes;
     size_t os_rss_data_growth_bytes;
-    /* Of the data's growth, what the trainer's own tables took before the arena was
-     * allocated (its maps of values, buffers and steps, the arena's layout): memory no plan
-     * counts (about 70 KB on ResNet-50 at batch 8). */
+    /* The data the trainer's tables took before the mark (its maps of values, buffers and
+     * steps, the arena's layout, the kernels' descriptors): the compiled plan, which,
+     * like the schedule itself, the budget does not count (tens of KB). */
     size_t os_rss_tables_bytes;
+    /* The resident pages of the blocks in host memory when the stats are read (mincore):
+     * the arena and resident block (not on cuda) and the host tier; once every page has
+     * been touched, the plan's total (whole pages). The data's growth less this is what
+     * came during the steps beside the blocks. */
+    size_t os_rss_blocks_bytes;
 } remat_train_stats;
 
 void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st);

@@ -390,6 +390,92 @@ static void test_trainer(void)
     remat_graph_free(g);
 }
 
+/* rss_resident_in against pages the test maps and touches: a fresh mapping holds none,
+ * then exactly the pages written (every other one of 64), the partial last page whole. */
+static void test_resident_in(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 64 * page;
+    char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    REMAT_ASSERT_TEST(p != MAP_FAILED);
+    CHECK(rss_resident_in(p, n) == 0, "fresh mapping: %zu bytes resident",
+          rss_resident_in(p, n));
+    for (size_t i = 0; i < 64; i += 2)
+        p[i * page + 7] = 1;
+    CHECK(rss_resident_in(p, n) == 32 * page, "%zu resident, 32 pages written",
+          rss_resident_in(p, n));
+    /* a range from inside page 0 to one byte into page 2: pages 0, 1 and 2, 0 and 2 written */
+    CHECK(rss_resident_in(p + 100, 2 * page - 99) == 2 * page, "%zu",
+          rss_resident_in(p + 100, 2 * page - 99));
+    CHECK(rss_resident_in(p + page, 1) == 0, "page 1 untouched");
+    munmap(p, n);
+    CHECK(rss_resident_in(p, n) == 0, "unmapped: %zu", rss_resident_in(p, n));
+}
+
+/*
+ * The plan in whole pages (remat_plan_opts.whole_pages, as `remat plan --backend cpu|ref`
+ * and `remat train` count): its total is each block rounded up to the page, and after a
+ * step the blocks hold exactly that many resident pages (the page tables, through
+ * mincore), where before the first step the arena, mapped but untouched, held none; the
+ * process's data grew by no more than that from the trainer's mark.
+ * ResNet-18 at 32x32, batch 2, ref backend, approx-mc at its least budget.
+ */
+static void test_whole_pages(void)
+{
+    remat_zoo_opts zo = {.batch = 2, .height = 32, .width = 32, .classes = 10};
+    remat_plan_opts po = {.strategy = REMAT_STRATEGY_APPROX_MC, .budget_min = true,
+                          .whole_pages = true, .host_in_budget = true};
+    remat_plan_opts pb = po;
+    remat_train_opts to = remat_train_opts_default();
+    remat_plan_info pi, bi;
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    remat_schedule *s = NULL, *sb = NULL;
+    remat_trainer *t = NULL;
+    remat_train_stats st;
+    double loss;
+
+    if (!have_proc())
+        return;
+    to.backend = REMAT_BACKEND_REF;
+    pb.whole_pages = false;
+    REMAT_ASSERT_TEST(!remat_zoo_build("resnet18", &zo, NULL, &g) &&
+                      !remat_tgraph_from_graph(g, NULL, &tg) && !remat_plan(tg, &po, &s, &pi) &&
+                      !remat_plan(tg, &pb, &sb, &bi));
+    /* the same plan; its total rounded block by block */
+    CHECK(bi.arena_bytes == pi.arena_bytes && bi.total_bytes == pi.arena_bytes +
+              remat_tgraph_resident_bytes(tg), "bytes: arena %zu, total %zu", bi.arena_bytes,
+          bi.total_bytes);
+    CHECK(pi.total_bytes == core_pages_round(pi.arena_bytes) +
+              core_pages_round(remat_tgraph_resident_bytes(tg)) && pi.budget_bytes ==
+              pi.total_bytes, "pages: total %zu, budget %zu", pi.total_bytes, pi.budget_bytes);
+    CHECK_OK(remat_trainer_new(g, tg, s, &to, &t));
+    if (t) {
+        remat_trainer_stats(t, &st);
+        CHECK(st.os_rss_blocks_bytes < pi.total_bytes, "before a step: %zu of %zu",
+              st.os_rss_blocks_bytes, pi.total_bytes);
+        CHECK_OK(remat_trainer_step(t, NULL, NULL, &loss));
+        remat_trainer_stats(t, &st);
+        CHECK(st.os_rss_blocks_bytes == pi.total_bytes, "after a step: blocks %zu, plan %zu",
+              st.os_rss_blocks_bytes, pi.total_bytes);
+        /* from the trainer's mark (its tables built) the data grew by its blocks: the
+         * plan's total, within the budget (and AddressSanitizer's shadow of them) */
+        CHECK(st.os_rss_data_growth_bytes >= st.os_rss_blocks_bytes &&
+                  st.os_rss_data_growth_bytes <= pi.total_bytes + SHADOW(pi.total_bytes) &&
+                  st.os_rss_tables_bytes > 0,
+              "data %zu, blocks %zu, plan %zu, tables %zu", st.os_rss_data_growth_bytes,
+              st.os_rss_blocks_bytes, pi.total_bytes, st.os_rss_tables_bytes);
+        printf("  resnet18 32x32 b2 ref approx-mc min: plan %zu, blocks %zu, tables %zu, "
+               "data %zu\n", pi.total_bytes, st.os_rss_blocks_bytes, st.os_rss_tables_bytes,
+               st.os_rss_data_growth_bytes);
+    }
+    remat_trainer_free(t);
+    remat_schedule_free(s);
+    remat_schedule_free(sb);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 int main(void)
 {
     RUN(test_rss_grows);
@@ -399,5 +485,7 @@ int main(void)
     RUN(test_mark_growth);
     RUN(test_release_free);
     RUN(test_trainer);
+    RUN(test_resident_in);
+    RUN(test_whole_pages);
     return harness_end();
 }

@@ -380,6 +380,7 @@ static int parse_args(struct setup *su, remat_strategy *strat, int *n, bool *as_
     /* on the host the host tier is the same memory; the time model is the backend's */
     su->offload.host_in_budget = su->verify && su->to.backend != REMAT_BACKEND_CUDA &&
                                  !su->to.host_file;
+    su->offload.whole_pages = su->verify && su->to.backend != REMAT_BACKEND_CUDA;
     return su->verify ? cli_time_model(&su->to, &su->offload) : 0;
 }
 

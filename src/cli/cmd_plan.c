@@ -495,6 +495,7 @@ int cmd_plan(int argc, char **argv)
     }
     c.po.algos = al;
     c.po.host_in_budget = c.backend && c.to.backend != REMAT_BACKEND_CUDA && !c.to.host_file;
+    c.po.whole_pages = c.backend && c.to.backend != REMAT_BACKEND_CUDA;
     if ((st = plan_with_progress(&c, &s, &pi)) ||
         (st = remat_sim_run_opts(c.m.tg, s, &(remat_sim_opts){c.po.bandwidth, c.po.flops,
                                                               c.po.copy_slowdown}, &r))) {

@@ -699,6 +699,7 @@ static int load_algos(struct report *rp)
         return cli_error_code(cli_exit_code(st), NULL, "%s: %s", rp->m.spec, remat_errmsg());
     rp->base.algos = rp->al;
     rp->base.host_in_budget = rp->to.backend != REMAT_BACKEND_CUDA;
+    rp->base.whole_pages = rp->to.backend != REMAT_BACKEND_CUDA;
     return 0;
 }
 

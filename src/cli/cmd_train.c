@@ -13,6 +13,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void help(FILE *f)
 {
@@ -285,6 +286,8 @@ static enum parse_result parse_args(struct train_cmd *c, int argc, char **argv)
     }
     /* On the host, an in-memory host tier takes the same memory as the arena. */
     c->po.host_in_budget = c->to.backend != REMAT_BACKEND_CUDA && !c->to.host_file;
+    /* there the arena, resident block and host tier are whole pages of the process's */
+    c->po.whole_pages = c->to.backend != REMAT_BACKEND_CUDA;
     return cli_need_budget("train", &c->po) ? PARSE_FAIL : PARSE_OK;
 }
 
@@ -314,30 +317,9 @@ static remat_status plan_step(struct train_cmd *c)
     return st;
 }
 
-/* Loads the model, plans and creates the trainer (from the ONNX file's weights or
- * --load when given). 0, or an exit code after printing an error. */
-static int setup_trainer(struct train_cmd *c)
-{
-    struct cli_model *m = &c->m;
-    remat_status st;
-    int rc;
-
-    if ((rc = cli_model_load(m)))
-        return rc;
-    if (m->is_dump)
-        return cli_error("train a zoo model", "%s: a graph dump has no shapes or weights to "
-                         "train", m->spec);
-    if ((rc = cli_time_model(&c->to, &c->po)))
-        return rc;
-    if ((st = plan_step(c)) || (st = remat_trainer_on(c->be, m->g, m->tg, c->s, &c->to, &c->t)) ||
-        (m->weights && (st = remat_onnx_weights_apply(m->weights, c->t))) ||
-        (c->load && (st = remat_trainer_load(c->t, c->load))))
-        return cli_error_code(cli_exit_code(st), NULL, "%s: %s", m->spec, remat_errmsg());
-    return 0;
-}
-
 /* Opens --data when given, checks its samples' shape against the model's input and
- * allocates one batch. 0, or 1 after printing an error. */
+ * allocates one batch, read once, before the trainer exists. 0, or 1 after printing an
+ * error. */
 static int open_data(struct train_cmd *c)
 {
     const char *spec = c->m.spec;
@@ -365,6 +347,34 @@ static int open_data(struct train_cmd *c)
     c->yb = malloc(sizeof *c->yb * (size_t)n);
     if (!c->xb || !c->yb)
         return cli_error_code(CLI_EXIT_FAILED, NULL, "out of memory");
+    remat_data_batch(c->data, 0, n, c->xb, c->yb); /* resident before the trainer's mark */
+    return 0;
+}
+
+/* Loads the model, plans and creates the trainer (from the ONNX file's weights or
+ * --load when given). 0, or an exit code after printing an error. */
+static int setup_trainer(struct train_cmd *c)
+{
+    struct cli_model *m = &c->m;
+    remat_status st;
+    int rc;
+
+    if ((rc = cli_model_load(m)))
+        return rc;
+    if (m->is_dump)
+        return cli_error("train a zoo model", "%s: a graph dump has no shapes or weights to "
+                         "train", m->spec);
+    if ((rc = cli_time_model(&c->to, &c->po)) || (rc = open_data(c)))
+        return rc;
+    /* what the steps keep per step, before the trainer's mark */
+    c->loss = calloc((size_t)c->steps, sizeof *c->loss);
+    c->secs = calloc((size_t)c->steps, sizeof *c->secs);
+    if (!c->loss || !c->secs)
+        return cli_error_code(CLI_EXIT_FAILED, NULL, "out of memory");
+    if ((st = plan_step(c)) || (st = remat_trainer_on(c->be, m->g, m->tg, c->s, &c->to, &c->t)) ||
+        (m->weights && (st = remat_onnx_weights_apply(m->weights, c->t))) ||
+        (c->load && (st = remat_trainer_load(c->t, c->load))))
+        return cli_error_code(cli_exit_code(st), NULL, "%s: %s", m->spec, remat_errmsg());
     return 0;
 }
 
@@ -426,10 +436,6 @@ static int run_steps(struct train_cmd *c)
     remat_status st;
     int rc = 0;
 
-    c->loss = calloc((size_t)c->steps, sizeof *c->loss);
-    c->secs = calloc((size_t)c->steps, sizeof *c->secs);
-    if (!c->loss || !c->secs)
-        return cli_error_code(CLI_EXIT_FAILED, NULL, "out of memory");
     snprintf(what, sizeof what, "train %s", c->m.spec);
     progress_begin(&pr, what, "steps", c->steps);
     progress_step(&pr, 0, NULL);
@@ -477,10 +483,11 @@ static void os_expected(const struct train_cmd *c, struct train_report *r)
         r->os_parts = "host tier; the arena and resident bytes are on the device";
         return;
     }
-    r->os_expected = ts->arena_bytes + ts->resident_bytes + host;
-    r->os_parts = !host ? "arena + resident"
-                  : file ? "arena + resident + host tier mapped from its file"
-                         : "arena + resident + host tier";
+    /* the plan's total: the blocks in whole pages (and a host tier in memory) */
+    r->os_expected = c->pi.total_bytes + (c->po.host_in_budget ? 0 : host);
+    r->os_parts = !host ? "arena + resident in whole pages"
+                  : file ? "arena + resident in whole pages + host tier mapped from its file"
+                         : "arena + resident + host tier in whole pages";
 }
 
 /* The trainer's figures, the kernels the plan chose and the step times' median. 0, or 1
@@ -510,6 +517,7 @@ static void print_os(const struct train_report *r, size_t budget)
 {
     const remat_train_stats *ts = &r->ts;
     char a[32], b[32];
+    size_t other;
 
     if (!ts->os_rss_peak_bytes) {
         printf("os resident      unavailable (no /proc/self/status)\n");
@@ -521,17 +529,23 @@ static void print_os(const struct train_report *r, size_t budget)
            r->os_expected ? (double)r->os_growth / (double)r->os_expected : 0);
     if (!ts->os_rss_code_growth_bytes && !ts->os_rss_data_growth_bytes)
         return;
+    other = ts->os_rss_data_growth_bytes > ts->os_rss_blocks_bytes
+                ? ts->os_rss_data_growth_bytes - ts->os_rss_blocks_bytes : 0;
     printf("                 data +%s bytes", cli_commas(ts->os_rss_data_growth_bytes, a,
                                                          sizeof a));
     if (budget)
-        printf(" (%s the budget of %s bytes)",
-               ts->os_rss_data_growth_bytes <= budget ? "within" : "OVER",
+        printf(" (%s the budget of %s bytes)", ts->os_rss_data_growth_bytes <= budget
+                                                   ? "within" : "OVER",
                cli_commas(budget, b, sizeof b));
-    printf(", of which +%s bytes are the trainer's tables (no plan counts them)\n",
-           cli_commas(ts->os_rss_tables_bytes, a, sizeof a));
+    printf(": the blocks +%s, +%s beside them\n", cli_commas(ts->os_rss_blocks_bytes, a,
+                                                              sizeof a),
+           cli_commas(other, b, sizeof b));
     printf("                 code +%s bytes (the program's, its libraries' and the kernels "
            "compiled on first use, paged in)\n",
            cli_commas(ts->os_rss_code_growth_bytes, a, sizeof a));
+    printf("                 before them, the trainer's tables +%s bytes (the compiled "
+           "plan: the schedule's maps, the layout, the kernels' descriptors)\n",
+           cli_commas(ts->os_rss_tables_bytes, a, sizeof a));
 }
 
 static void report_text(const struct train_cmd *c, const struct train_report *r)
@@ -652,6 +666,7 @@ static void report_json(const struct train_cmd *c, const struct train_report *r)
     json_u64(&j, "os_rss_code_growth_bytes", ts->os_rss_code_growth_bytes);
     json_u64(&j, "os_rss_data_growth_bytes", ts->os_rss_data_growth_bytes);
     json_u64(&j, "os_rss_tables_bytes", ts->os_rss_tables_bytes);
+    json_u64(&j, "os_rss_blocks_bytes", ts->os_rss_blocks_bytes);
     json_f64_array(&j, "loss", c->loss, c->steps);
     json_f64_array(&j, "step_seconds", c->secs, c->steps);
     json_f64(&j, "median_step_seconds", r->median_secs);
@@ -712,6 +727,16 @@ static int gather_ranks(struct train_cmd *c, struct train_report *r)
     return 0;
 }
 
+/* Standard output's buffer, resident before the trainer's mark: the C library would
+ * otherwise allocate it at the first step's line, a heap page the steps did not hold. */
+static void stdout_buffer_ready(void)
+{
+    static char buf[BUFSIZ];
+
+    if (!setvbuf(stdout, buf, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, sizeof buf))
+        memset(buf, 0, sizeof buf);
+}
+
 int cmd_train(int argc, char **argv)
 {
     struct train_cmd c = {.m = {.zoo = {.batch = 1}}, .to = remat_train_opts_default(),
@@ -720,6 +745,7 @@ int cmd_train(int argc, char **argv)
     enum parse_result p;
     int rc;
 
+    stdout_buffer_ready();
     cli_begin(argc, argv);
     if ((rc = dist_begin(&c.dist)))
         return rc;
@@ -732,8 +758,7 @@ int cmd_train(int argc, char **argv)
         c.m.topts.ranks = c.dist.comm.size;
         c.m.topts.shard_optimizer = c.to.shard_optimizer = c.shard;
         c.to.comm = &c.dist.comm;
-        if (!(rc = setup_trainer(&c)))
-            rc = open_data(&c);
+        rc = setup_trainer(&c);
     }
     if ((rc = agree(&c, rc, "setting up")) || (rc = agree(&c, run_steps(&c), "training")) ||
         (rc = agree(&c, gather_report(&c, &r), "measuring")) || (rc = gather_ranks(&c, &r)))

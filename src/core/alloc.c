@@ -126,6 +126,11 @@ size_t core_pages_round(size_t n)
     return n > SIZE_MAX - page ? SIZE_MAX : core_align_up(n, page);
 }
 
+size_t core_pages_held(size_t n)
+{
+    return core_pages_round(n ? n : 1);
+}
+
 void *core_pages_alloc(size_t n)
 {
     void *p;

@@ -49,6 +49,9 @@ void core_strfree(const remat_allocator *a, char *s);
 void *core_pages_alloc(size_t n);
 void core_pages_free(void *p, size_t n);
 size_t core_pages_round(size_t n);
+/* What a block of n bytes holds in whole pages once touched: core_pages_round(n), and
+ * one page for 0 bytes (the backends allocate at least one). */
+size_t core_pages_held(size_t n);
 
 /* Overflow-checked arithmetic: false when the result does not fit. */
 static inline bool core_mul_size(size_t a, size_t b, size_t *out)

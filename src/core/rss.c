@@ -5,8 +5,12 @@
  */
 #include "core/rss.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -105,6 +109,29 @@ struct rss_split rss_mark_growth(const struct rss_mark *m)
     return g;
 }
 
+size_t rss_resident_in(const void *p, size_t n)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096, got = 0;
+    unsigned char vec[1024]; /* a chunk of pages at a time: nothing allocated here */
+    uintptr_t at, hi;
+
+    if (!p || !n)
+        return 0;
+    at = (uintptr_t)p & ~(uintptr_t)(page - 1);
+    hi = ((uintptr_t)p + n + page - 1) & ~(uintptr_t)(page - 1);
+    while (at < hi) {
+        size_t len = hi - at < sizeof vec * page ? hi - at : sizeof vec * page;
+
+        if (mincore((void *)at, len, vec))
+            return 0;
+        for (size_t i = 0; i < len / page; i++)
+            got += (vec[i] & 1) ? page : 0;
+        at += len;
+    }
+    return got;
+}
+
 size_t rss_peak_bytes(void)
 {
     return status_kb("VmHWM");
@@ -134,6 +161,48 @@ void rss_release_free(void)
 {
 #if defined(__GLIBC__)
     malloc_trim(0);
+#endif
+}
+
+/* The main heap's range from /proc/self/maps; false where there is none. */
+static bool heap_range(uintptr_t *lo, uintptr_t *hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    bool found = false;
+
+    if (!f)
+        return false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+
+        if (strstr(line, "[heap]") && sscanf(line, "%lx-%lx", &a, &b) == 2) {
+            *lo = (uintptr_t)a;
+            *hi = (uintptr_t)b;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+void rss_keep_heap(size_t n)
+{
+    char *p = malloc(n);
+    uintptr_t lo, hi;
+
+    if (p) {
+        memset(p, 0, n);
+        __asm__ volatile("" : : "r"(p) : "memory"); /* the writes happen: nothing elides them */
+        free(p);
+    }
+#if defined(MADV_POPULATE_WRITE)
+    if (heap_range(&lo, &hi) && hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+#else
+    (void)lo;
+    (void)hi;
+    (void)heap_range;
 #endif
 }
 

@@ -39,6 +39,9 @@ struct rss_split {
 bool rss_split(struct rss_split *out);
 /* rss_split's code part, 0 where unavailable. */
 size_t rss_code_bytes(void);
+/* How many bytes of the pages of [p, p + n) are resident (mincore: whole pages, the
+ * last one included); 0 where the range is not mapped or the system cannot say. */
+size_t rss_resident_in(const void *p, size_t n);
 /* The resident set's high-water mark (VmHWM), in bytes; 0 where unavailable. */
 size_t rss_peak_bytes(void);
 /* Resets the high-water mark to the current resident set; false where the system
@@ -59,6 +62,13 @@ void rss_mark_begin(struct rss_mark *m);
 /* Has the C library give the system back the free pages of its heaps (glibc's
  * malloc_trim; nothing elsewhere), so that memory freed is no longer resident. */
 void rss_release_free(void);
+/* Makes the C library's main heap resident for what comes next: n bytes of free heap
+ * (a block written and freed) and then every page of the heap up to its end (Linux's
+ * MADV_POPULATE_WRITE, which leaves the contents as they are; pages that
+ * rss_release_free gave back inside free blocks come back). Small allocations that
+ * come and go later (a kernel library's per-call temporaries) then find resident pages
+ * instead of touching new ones. Where the system cannot, the free block alone. */
+void rss_keep_heap(size_t n);
 /* Resets the high-water mark again, the mark's other figures kept: memory held and given
  * back before this point no longer counts, memory still held does. */
 void rss_mark_forget_peak(struct rss_mark *m);

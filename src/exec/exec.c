@@ -236,43 +236,10 @@ static remat_status prepare_ops(remat_trainer *t)
     return st;
 }
 
-/* The host tier's region: mapped from the file when one is given. */
-static remat_status host_tier(remat_trainer *t)
-{
-    size_t n = t->lay.host_bytes;
-    int fd;
-
-    if (!n)
-        return REMAT_OK;
-    if (!t->o.host_file && t->be->alloc_pinned) {
-        t->host = t->be->alloc_pinned(t->ctx, n);
-        if (!t->host)
-            return REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate the %zu-byte pinned host tier", n);
-        return REMAT_OK;
-    }
-    if (!t->o.host_file) {
-        t->host = core_pages_alloc(n);
-        if (!t->host)
-            return REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate the %zu-byte host tier", n);
-        return REMAT_OK;
-    }
-    fd = open(t->o.host_file, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0)
-        return REMAT_FAIL(REMAT_ERR_IO, "cannot open the host-tier file '%s'", t->o.host_file);
-    if (ftruncate(fd, (off_t)n)) {
-        close(fd);
-        return REMAT_FAIL(REMAT_ERR_IO, "cannot size the host-tier file '%s' to %zu bytes",
-                          t->o.host_file, n);
-    }
-    t->host = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (t->host == MAP_FAILED) {
-        t->host = NULL;
-        return REMAT_FAIL(REMAT_ERR_IO, "cannot map the host-tier file '%s'", t->o.host_file);
-    }
-    t->host_mapped = true;
-    return REMAT_OK;
-}
+/* Free heap made resident before the blocks' mark (besides every page of the heap): the
+ * kernels' per-call temporaries (oneDNN allocates a few hundred bytes per primitive it
+ * runs) come and go inside it instead of touching a new page during the steps. */
+#define KEEP_HEAP ((size_t)64 << 10)
 
 remat_status remat_trainer_new(const remat_graph *g, const remat_tgraph *tg,
                                const remat_schedule *s, const remat_train_opts *o,
@@ -300,7 +267,6 @@ remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const rema
     rss_mark_begin(&mark); /* before anything below allocates */
     if ((st = remat_sim_run(tg, s, &r)) || (st = trainer_begin(b, g, tg, o, &t)))
         return st;
-    t->rss = mark;
     if (s->algo && s->backend != t->o.backend) {
         st = REMAT_FAIL(REMAT_ERR_ARG, "the schedule's kernels were chosen for the %s backend; "
                         "train it there or plan again for %s", remat_backend_name(s->backend),
@@ -329,19 +295,24 @@ remat_status remat_trainer_on(remat_backend *b, const remat_graph *g, const rema
     if ((st = layout_build(tg, s, 64, &t->lay)))
         goto fail;
     REMAT_ASSERT(t->lay.peak_bytes == t->activation_peak);
-    /* Packing was planning (its search log reaches megabytes): the heap gives back what it
-     * freed and the high-water mark starts again; what is still held is the tables. */
+    if ((st = prepare_ops(t))) /* the kernels' descriptors (dry: no block needed) */
+        goto fail;
+    /* The tables are built (the schedule's maps, the layout, the kernels' descriptors: the
+     * compiled plan): what planning freed (the packer's search log reaches megabytes) goes
+     * back to the system and what they hold is measured. Then the heap is made resident
+     * again for the kernels' temporaries, and the blocks' mark is taken: from here the
+     * process grows by the blocks the plan counts. */
     rss_release_free();
-    t->rss_tables = rss_mark_held(&t->rss).data_bytes;
-    rss_mark_forget_peak(&t->rss);
+    t->rss_tables = rss_mark_held(&mark).data_bytes;
+    rss_keep_heap(KEEP_HEAP);
+    rss_mark_begin(&t->rss);
     t->arena = t->be->alloc(t->ctx, t->lay.arena_bytes);
     if (!t->arena) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "cannot allocate the %zu-byte arena",
                         t->lay.arena_bytes);
         goto fail;
     }
-    if ((st = host_tier(t)) || (st = params_setup(t)) || (st = dist_buckets_setup(t)) ||
-        (st = prepare_ops(t)))
+    if ((st = trainer_host_tier(t)) || (st = params_setup(t)) || (st = dist_buckets_setup(t)))
         goto fail;
     params_init(t);
     t->rss_sampled = rss_current_bytes();
@@ -791,5 +762,6 @@ void remat_trainer_stats(const remat_trainer *t, remat_train_stats *st)
     st->os_rss_code_growth_bytes = g.code_bytes;
     st->os_rss_data_growth_bytes = g.data_bytes;
     st->os_rss_tables_bytes = t->rss_tables;
+    st->os_rss_blocks_bytes = trainer_blocks_resident(t);
     dist_stats(t, st);
 }

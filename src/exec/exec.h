@@ -77,12 +77,13 @@ struct remat_trainer {
     const int32_t *const *tokens; /* remat_trainer_step_tokens's entries during its step */
     bool debug;               /* REMAT_DEBUG set: check every allocation for overlaps */
     bool dry;                 /* preparing: tensors get stand-in data */
-    /* The operating system's view: the mark taken as remat_trainer_new began (the
-     * high-water mark reset, the resident set before), and the resident set sampled when
-     * it returned (the peak's fallback where the reset fails, see core/rss.h). */
+    /* The operating system's view: the mark taken when the tables were built, before the
+     * blocks (the high-water mark reset, the resident set before), and the resident set
+     * sampled when remat_trainer_new returned (the peak's fallback where the reset fails,
+     * see core/rss.h); the data the tables took from remat_trainer_new's start. */
     struct rss_mark rss;
     size_t rss_sampled;
-    size_t rss_tables;         /* data grown from the mark to the arena: the trainer's tables */
+    size_t rss_tables;
 };
 
 /* exec.c: the parts of a trainer that listing or preparing the kernels needs (checks,
@@ -92,6 +93,11 @@ struct remat_trainer {
 remat_status trainer_begin(remat_backend *b, const remat_graph *g, const remat_tgraph *tg,
                            const remat_train_opts *o, remat_trainer **out);
 void dry_kop(remat_trainer *t, int32_t o, bool backward, struct kop *k);
+
+/* blocks.c: the host tier's region (opts.host_file mapped, else anonymous pages; nothing
+ * without offloads); the resident pages of t's blocks in host memory (mincore). */
+remat_status trainer_host_tier(remat_trainer *t);
+size_t trainer_blocks_resident(const remat_trainer *t);
 
 /* algos.c: the kernels' table of t's graph and backend (every algorithm that runs, or
  * with first_only the fastest that runs, per op and pass). */

@@ -413,6 +413,13 @@ static remat_status lay_out(const remat_tgraph *tg, size_t cap, remat_schedule *
     return st;
 }
 
+/* What a block of n bytes takes of the total: n, or its whole pages (with none below
+ * one: a backend allocates at least one) when the blocks are pages of host memory. */
+static size_t held(const remat_plan_opts *o, size_t n)
+{
+    return o->whole_pages ? core_pages_held(n) : n;
+}
+
 /*
  * One attempt: the strategy at activation budget act (its least peak when least), the
  * kernels chosen within cap bytes (SIZE_MAX: none; 0: each step its least scratch),
@@ -459,8 +466,9 @@ static remat_status attempt(const struct planning *p, bool least, size_t act, si
     info->host_arena_bytes = lay.host_bytes;
     layout_fini(&lay);
     info->activation_budget_bytes = least ? peak : act;
-    info->total_bytes = info->arena_bytes + tg->resident_bytes +
-                        (o.host_in_budget ? info->host_arena_bytes : 0);
+    info->total_bytes = held(&o, info->arena_bytes) + held(&o, tg->resident_bytes) +
+                        (o.host_in_budget && info->host_arena_bytes
+                             ? held(&o, info->host_arena_bytes) : 0);
     info->feasible = true;
     if (peak_out)
         *peak_out = peak;
