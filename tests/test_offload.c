@@ -19,8 +19,9 @@
  *   `none` after three steps, the file has the host tier's size, and an unwritable file
  *   is refused with its name. (Every strategy, offload included, against `none` on two
  *   backends: test_train.c.)
- * - The host tier's timeline (plan/maxtree.h): range additions, largest values and the
- *   first and last index above a threshold, on random arrays, against a plain array.
+ * - The host tier's timeline (plan/maxtree.h): range additions, largest values, the
+ *   first and last index above a threshold and the values flushed into the array, on
+ *   random arrays, against a plain array.
  * Expected answers are independent of the planner: the simulator's single-step bound,
  * superneurons' own figures, `none`'s checksum.
  */
@@ -426,6 +427,11 @@ static void test_maxtree(void)
                 ref[k] += d;
             l = rnd(n);
             bad += maxtree_get(&t, l) != ref[l];
+            if (op % 100 == 99) { /* every value into v; the tree goes on */
+                maxtree_flush(&t);
+                for (size_t k = 0; k < n; k++)
+                    bad += v[k] != ref[k];
+            }
         }
         for (size_t i = 0; i < n; i++)
             bad += maxtree_get(&t, i) != ref[i];

@@ -63,6 +63,7 @@ struct pk {
     size_t n, n_pos, nu, ns, bound, n_seg, best, work;
     size_t *size, *lo, *hi, *byfirst, *at, *sat, *seg, *load;
     size_t *off, *best_off, *ord, *minoff, *pidx, *tot, *tag, *own, *stamp, *dirty, *mt, *ad;
+    size_t *cnt; /* sort_spans' buckets */
     size_t n_nodes, n_dirty;
     bool oom;
     struct span *conf, *undo;
@@ -81,10 +82,9 @@ static int by_key(const void *x, const void *y)
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
-/* Sorts c[0..m) by lo (spans of equal lo in any order: the passes' sweep does not
- * tell them apart), through tmp (m spans): insertion sort on runs of 16, then bottom-up
- * merges, without qsort's call per comparison (the greedy passes' hot loop). */
-static void sort_spans(struct span *c, struct span *tmp, size_t m)
+/* Sorts c[0..m) by lo through tmp (m spans): insertion sort on runs of 16, then
+ * bottom-up merges. */
+static void merge_spans(struct span *c, struct span *tmp, size_t m)
 {
     for (size_t r = 0; r < m; r += 16)
         for (size_t k = r + 1; k < m && k < r + 16; k++) {
@@ -104,6 +104,41 @@ static void sort_spans(struct span *c, struct span *tmp, size_t m)
         }
         memcpy(c, tmp, m * sizeof *c);
     }
+}
+
+/* Sorts c[0..m) by lo (spans of equal lo in any order: the passes' sweep does not tell
+ * them apart), through tmp (m spans) and cnt (m + 1 counts), without qsort's call
+ * per comparison (the greedy passes' hot loop, thousands of spans each on the deepest
+ * plans): into at most m buckets of lo by its high bits, each then merged
+ * (merge_spans; a few spans each where the offsets spread). */
+static void sort_spans(struct span *c, struct span *tmp, size_t *cnt, size_t m)
+{
+    size_t least = SIZE_MAX, most = 0, nb, sh = 0;
+
+    if (m <= 64) {
+        merge_spans(c, tmp, m);
+        return;
+    }
+    for (size_t k = 0; k < m; k++) {
+        least = c[k].lo < least ? c[k].lo : least;
+        most = c[k].lo > most ? c[k].lo : most;
+    }
+    if (least == most)
+        return;
+    while (((most - least) >> sh) >= m) /* then nb <= m buckets */
+        sh++;
+    nb = ((most - least) >> sh) + 1;
+    memset(cnt, 0, (nb + 1) * sizeof *cnt);
+    for (size_t k = 0; k < m; k++)
+        cnt[((c[k].lo - least) >> sh) + 1]++;
+    for (size_t b = 1; b <= nb; b++)
+        cnt[b] += cnt[b - 1];
+    for (size_t k = 0; k < m; k++) /* then cnt[b] ends bucket b */
+        tmp[cnt[(c[k].lo - least) >> sh]++] = c[k];
+    for (size_t b = 0, s = 0; b < nb; s = cnt[b++])
+        if (cnt[b] - s > 1)
+            merge_spans(tmp + s, c + s, cnt[b] - s);
+    memcpy(c, tmp, m * sizeof *c);
 }
 
 /* Sorts 0..n-1 by keys[] (already filled) into out. */
@@ -231,7 +266,7 @@ static size_t pk_pass(struct pk *p, const size_t *ord, bool first, size_t cut,
         }
         if (a)
             FOR_OVERLAP(p, i, j, if (p->off[j] != NONE) c[m++] = pk_span(p, j));
-        sort_spans(c, c + p->n, m);
+        sort_spans(c, c + p->n, p->cnt, m);
         p->work += 4 * m;
         for (size_t q = 0; q < m && !(first && best != NONE); q++) {
             if (c[q].lo > cur && c[q].lo - cur >= a && c[q].lo - cur < gap) {
@@ -588,8 +623,8 @@ static remat_status pk_init(const remat_allocator *al, const struct instance *in
 
     while (ns < n)
         ns <<= 1;
-    /* 10 n-arrays, at, sat, then load, tag, own, stamp, dirty, mt and ad on the tree */
-    words = 10 * n + (n + 2) + (2 * ns + 1) + 7 * 2 * ns;
+    /* 11 n-arrays, at, sat, then load, tag, own, stamp, dirty, mt and ad on the tree */
+    words = 11 * n + 2 + (n + 2) + (2 * ns + 1) + 7 * 2 * ns;
     *bytes = words * sizeof(size_t) +
              n * (2 * sizeof(struct span) + sizeof(struct key)) + (n + 1) * sizeof(struct frame);
     *block = core_calloc(al, *bytes, 1);
@@ -601,12 +636,13 @@ static remat_status pk_init(const remat_allocator *al, const struct instance *in
     p->ns = ns;
     {
         size_t *w = *block, **arr[] = {&p->size, &p->lo, &p->hi, &p->byfirst, &p->off,
-                                       &p->best_off, &p->ord, &p->minoff, &p->pidx, &p->tot};
+                                       &p->best_off, &p->ord, &p->minoff, &p->pidx, &p->tot,
+                                       &p->cnt};
         size_t **tree[] = {&p->load, &p->tag, &p->own, &p->stamp, &p->dirty, &p->mt, &p->ad};
 
         for (size_t k = 0; k < REMAT_ARRAY_LEN(arr); k++, w += n)
             *arr[k] = w;
-        p->at = w;
+        p->at = w += 2; /* cnt: n + 2 */
         p->sat = w + n + 2;
         w = p->sat + 2 * ns + 1;
         for (size_t k = 0; k < REMAT_ARRAY_LEN(tree); k++, w += 2 * ns)

@@ -6,25 +6,29 @@
  * of the approximate lattice at budgets spread geometrically from the DP's minimum to
  * the peak of `none` (each keeps less and recomputes more than the next; on graphs of
  * thousands of nodes the larger budgets' over a thinned family of lower sets), its
- * memory-centric chain at the minimum, SuperNeurons' speed- and memory-centric
- * keep sets, keep sets by the cost of a byte, `none` itself, and at a given budget a plan
- * fitted to it (hybrid_fit.c). Each is then given the host tier (offload.c) with every
+ * memory-centric chain at the minimum, SuperNeurons' speed- and memory-centric keep
+ * sets (the latter where it is not quadratic in the depth: MC_MAX_RUNS), keep sets by
+ * the cost of a byte, `none` itself, and at a given budget a plan fitted to it
+ * (hybrid_fit.c). Each is then given the host tier (offload.c) with every
  * value a candidate: what still passes the budget goes out and back, copies timed to
  * hide behind compute at the given bandwidth. Of the results within the budget, the
  * one of least simulated time (compute, recomputation and copy stalls) wins; ties go
  * to the lower peak. With budget min, the budget is first the least peak any of them
  * reaches with offload. What does not depend on the budget is kept for every attempt of
- * one remat_plan (plan_memo): the bases, each one's time alone and least peak, so that a
- * base that cannot win is not offloaded and simulated again.
+ * one remat_plan (plan_memo): the bases, each one's time alone (its compute added up,
+ * sim_seconds_alone) and least peak (plan_offload_peak, without writing its schedule), so that
+ * a base that cannot win is not offloaded and simulated again.
  *
  * A DP chain at a budget above the target is the point: its kept values need not stay
  * on the device, so the DP can keep more and recompute less, and the copies pay for
  * the difference where the compute hides them.
  */
 #include "plan/dp_sim.h"
+#include "plan/hybrid.h"
 #include "plan/kusumoto.h"
-#include "plan/planners.h"
+#include "plan/offload.h"
 #include "sched/schedule.h"
+#include "sim/sim.h"
 
 #include <math.h>
 
@@ -37,6 +41,15 @@
 #define SWEEP_SETS 2048
 #define N_RATIO 9
 #define MAX_BASE (N_SWEEP + N_RATIO + 5) /* none, 2 keep sets, 2 least-memory chains */
+/* SuperNeurons' memory-centric keep set recomputes, before each backward, what it reads
+ * back to the nearest kept values: where no value on a long path is kept (the residual
+ * stream of GPT-2 or ResNet), that is quadratic in the depth. Past MC_MAX_RUNS forward
+ * runs per node it is left out (ResNet-1001: 94 a node; ResNet-2498: 227, 4.4 10^6
+ * steps; GPT-2 of 1,000 layers: 490, 3.0 10^7 steps; GPT-2-48: 26, kept): there the
+ * slowest base, its least peak with offload far above the least (0.52 GB against
+ * 0.013 GB, 1.27 GB against 0.013 GB, 6.7 GB against 0.41 GB), and lowering, timing and
+ * offloading it cost more than every other base together (GPT-2-1000: 1.8 of 4.0 s). */
+#define MC_MAX_RUNS 64
 
 struct hybrid_bases {
     remat_schedule *s[MAX_BASE];
@@ -142,6 +155,40 @@ static remat_status ratio_bases(const remat_tgraph *tg, const struct dag *d, boo
     return st;
 }
 
+remat_status hybrid_mc_runs(const remat_tgraph *tg, const struct dag *d, const bool *kept,
+                            int64_t cap, int64_t *runs)
+{
+    int32_t *mark = core_calloc(d->al, 2 * ((size_t)d->n + 1), sizeof *mark);
+    int32_t *stack = mark + d->n + 1; /* each node once per backward */
+
+    *runs = d->n;
+    if (!mark)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+    for (int32_t v = 0; v < d->n; v++)
+        mark[v] = -1;
+    for (int32_t v = d->n; v-- > 0 && *runs <= cap;) {
+        const struct top *op = &tg->ops[d->op[v]];
+
+        for (int32_t i = 0; op->has_bwd && i < op->n_saved; i++) {
+            int32_t p = tg->values[tg->values[op->saved[i]].buf].producer, top = 0;
+
+            if (p < 0 || kept[d->node[p]] || mark[d->node[p]] == v)
+                continue;
+            mark[stack[top++] = d->node[p]] = v; /* v: recomputed since v's backward */
+            while (top > 0) {
+                int32_t u = stack[--top];
+
+                ++*runs;
+                for (int32_t e = d->pred_at[u]; e < d->pred_at[u + 1]; e++)
+                    if (!kept[d->pred[e]] && mark[d->pred[e]] != v)
+                        mark[stack[top++] = d->pred[e]] = v;
+            }
+        }
+    }
+    core_free(d->al, mark, 2 * ((size_t)d->n + 1) * sizeof *mark);
+    return REMAT_OK;
+}
+
 /* The plans to start from. */
 static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
 {
@@ -170,9 +217,16 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
         goto out;
     for (int32_t v = 0; v < d.n; v++)
         kept[v] = planner_is_checkpoint(&tg->ops[d.op[v]]); /* SuperNeurons' keep sets */
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
+        int64_t runs = 0, cap = (int64_t)MC_MAX_RUNS * d.n;
+
+        if (k == 1 && (st = hybrid_mc_runs(tg, &d, kept, cap, &runs)))
+            goto out;
+        if (runs > cap)
+            break;
         if ((st = lower_keep(tg, &d, kept, k == 1, &s)) || (st = add_base(tg, b, s)))
             goto out;
+    }
     if ((st = ratio_bases(tg, &d, kept, b)))
         goto out;
     /* the DP's chains */
@@ -231,18 +285,10 @@ static void free_bases(struct hybrid_bases *b)
 static remat_status least_peak(const remat_tgraph *tg, const remat_plan_opts *o,
                                const remat_schedule *base, size_t *peak)
 {
-    remat_schedule *s = NULL;
-    size_t t = 0;
-    remat_status st;
-
     *peak = SIZE_MAX;
     if (o->no_offload)
         return planner_sim_peak(tg, base, peak);
-    if (!(st = plan_offload(tg, base, NULL, &t, o->bandwidth, o->flops, o->copy_slowdown, &s,
-                            NULL)))
-        st = planner_sim_peak(tg, s, peak);
-    remat_schedule_free(s);
-    return st;
+    return plan_offload_peak(tg, base, 0, o->bandwidth, o->flops, o->copy_slowdown, peak);
 }
 
 static void drop_bases(struct hybrid_bases *b)
@@ -306,9 +352,8 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
                 bp->alone[i] = bp->alone[bp->dup[i]];
                 continue;
             }
-            if ((st = remat_sim_run_opts(tg, bp->s[i], &so, &r)))
+            if ((st = sim_seconds_alone(tg, bp->s[i], &so, &bp->alone[i])))
                 goto out;
-            bp->alone[i] = r.total_seconds;
         }
         bp->timed = true;
     }

@@ -67,6 +67,29 @@ void maxtree_fini(struct maxtree *t)
     t->mx = t->add = NULL;
 }
 
+/* Adds the adds of node x (and acc, its ancestors') into the values under it. */
+static void flush_at(struct maxtree *t, size_t x, size_t lo, size_t hi, size_t acc)
+{
+    size_t mid = lo + (hi - lo) / 2;
+
+    acc += t->add[x];
+    if (hi - lo <= MT_LEAF) {
+        for (size_t k = lo; acc && k < hi; k++)
+            t->v[k] += acc;
+        return;
+    }
+    flush_at(t, 2 * x, lo, mid, acc);
+    flush_at(t, 2 * x + 1, mid, hi, acc);
+}
+
+void maxtree_flush(struct maxtree *t)
+{
+    if (t->n) {
+        flush_at(t, 1, 0, t->n, 0);
+        build(t, 1, 0, t->n);
+    }
+}
+
 size_t maxtree_get(const struct maxtree *t, size_t i)
 {
     size_t x = 1, lo = 0, hi = t->n, acc = 0;

@@ -24,6 +24,8 @@ struct maxtree {
 /* The tree of v[0 .. n-1], which it keeps and changes (read values with maxtree_get). */
 remat_status maxtree_init(struct maxtree *t, const remat_allocator *a, size_t *v, size_t n);
 void maxtree_fini(struct maxtree *t);
+/* Every value into the caller's array (v[i] is then value i; the tree goes on). */
+void maxtree_flush(struct maxtree *t);
 /* Value i. */
 size_t maxtree_get(const struct maxtree *t, size_t i);
 /* v[l .. r-1] += d. */

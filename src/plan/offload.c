@@ -24,8 +24,11 @@
  * (maxtree.h): a gap is tested and taken back, or narrowed to where the clock, the gap
  * or the target stops it, in O(log n) steps instead of a walk over its steps (the
  * clock, which never decreases, is searched in halves). Same gaps as the walks.
+ * plan_offload_peak (offload.h) runs the same pass and reads the peak of the schedule
+ * it would write off the final timeline (pass_peak), without writing or walking it.
  */
 #include "plan/maxtree.h"
+#include "plan/offload.h"
 #include "plan/planners.h"
 #include "sched/schedule.h"
 #include "sim/sim.h"
@@ -373,57 +376,78 @@ static remat_status clock_fill(struct pass *p, double fl)
     return REMAT_OK;
 }
 
+/* Steps 1-3 on p (its schedule and n set): the timeline, the candidates, and where
+ * the base needs more than *target (then *target rises to the least it reaches when
+ * that is more), their gaps. */
+static remat_status pass_run(struct pass *p, const bool *cand, size_t *target, double bw,
+                             double fl, double slowdown)
+{
+    const remat_allocator *a = tgraph_al(p->tg);
+    remat_status st;
+    size_t peak;
+
+    p->live = core_calloc(a, p->n, sizeof *p->live);
+    p->clock = core_calloc(a, p->n, sizeof *p->clock);
+    if (!p->live || !p->clock)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning the host tier");
+    if ((st = remat_sim_timeline(p->tg, p->s, p->live, p->n)))
+        return st;
+    /* a dump replayed in its file's order (not topological) has no forward/backward
+     * boundary to offload across: it is kept as it is */
+    if (!p->s->file_order && (st = find_cands(p, cand)))
+        return st;
+    peak = peak_of(p);
+    if (peak <= *target || !p->nc) {
+        for (int32_t i = 0; i < p->nc; i++)
+            p->c[i].off = false;
+        return REMAT_OK;
+    }
+    if ((st = clock_fill(p, fl)))
+        return st;
+    qsort(p->c, (size_t)p->nc, sizeof *p->c, by_r1_desc);
+    if ((st = gaps_out(p)))
+        return st;
+    peak = peak_of(p);
+    if (peak > *target)
+        *target = peak; /* the least this schedule reaches: the caller compares */
+    if ((st = maxtree_init(&p->lt, a, p->live, p->n)))
+        return st;
+    for (int32_t i = 0; i < p->nc; i++) {
+        struct cand *c = &p->c[i];
+
+        if (c->x + 1 >= c->z || maxtree_max(&p->lt, c->x + 1, c->z) + c->bytes <= *target) {
+            maxtree_add(&p->lt, c->x + 1, c->z, c->bytes);
+            c->off = false;
+        }
+    }
+    narrow(p, *target, bw, slowdown);
+    return REMAT_OK;
+}
+
+static void pass_fini(struct pass *p)
+{
+    const remat_allocator *a = tgraph_al(p->tg);
+
+    if (p->lt.mx)
+        maxtree_fini(&p->lt);
+    core_free(a, p->live, sizeof *p->live * p->n);
+    core_free(a, p->clock, sizeof *p->clock * p->n);
+    core_free(a, p->c, sizeof *p->c * ((size_t)p->tg->n_values + 1));
+}
+
 remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const bool *cand,
                           size_t *target, double bandwidth, double flops, double slowdown,
                           remat_schedule **out, remat_plan_info *info)
 {
-    const remat_allocator *a = tgraph_al(tg);
     struct pass p = {.tg = tg, .s = s, .n = s->n};
-    double bw = bandwidth > 0 ? bandwidth : REMAT_DEFAULT_BANDWIDTH;
-    double fl = flops > 0 ? flops : REMAT_DEFAULT_FLOPS;
     remat_status st;
-    size_t peak;
 
     *out = NULL;
     if (!s->n)
         return REMAT_FAIL(REMAT_ERR_ARG, "an empty schedule");
-    p.live = core_calloc(a, s->n, sizeof *p.live);
-    p.clock = core_calloc(a, s->n, sizeof *p.clock);
-    if (!p.live || !p.clock) {
-        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning the host tier");
+    if ((st = pass_run(&p, cand, target, bandwidth > 0 ? bandwidth : REMAT_DEFAULT_BANDWIDTH,
+                       flops > 0 ? flops : REMAT_DEFAULT_FLOPS, slowdown)))
         goto out;
-    }
-    if ((st = remat_sim_timeline(tg, s, p.live, s->n)))
-        goto out;
-    /* a dump replayed in its file's order (not topological) has no forward/backward
-     * boundary to offload across: it is kept as it is */
-    if (!s->file_order && (st = find_cands(&p, cand)))
-        goto out;
-    peak = peak_of(&p);
-    if (peak <= *target || !p.nc) {
-        for (int32_t i = 0; i < p.nc; i++)
-            p.c[i].off = false;
-    } else {
-        if ((st = clock_fill(&p, fl)))
-            goto out;
-        qsort(p.c, (size_t)p.nc, sizeof *p.c, by_r1_desc);
-        if ((st = gaps_out(&p)))
-            goto out;
-        peak = peak_of(&p);
-        if (peak > *target)
-            *target = peak; /* the least this schedule reaches: the caller compares */
-        if ((st = maxtree_init(&p.lt, a, p.live, p.n)))
-            goto out;
-        for (int32_t i = 0; i < p.nc; i++) {
-            struct cand *c = &p.c[i];
-
-            if (c->x + 1 >= c->z || maxtree_max(&p.lt, c->x + 1, c->z) + c->bytes <= *target) {
-                maxtree_add(&p.lt, c->x + 1, c->z, c->bytes);
-                c->off = false;
-            }
-        }
-        narrow(&p, *target, bw, slowdown);
-    }
     if (info) {
         info->n_offloaded = 0;
         info->offloaded_bytes = 0;
@@ -435,10 +459,70 @@ remat_status plan_offload(const remat_tgraph *tg, const remat_schedule *s, const
     }
     st = emit(&p, out);
 out:
-    if (p.lt.mx)
-        maxtree_fini(&p.lt);
-    core_free(a, p.live, sizeof *p.live * s->n);
-    core_free(a, p.clock, sizeof *p.clock * s->n);
-    core_free(a, p.c, sizeof *p.c * ((size_t)tg->n_values + 1));
+    pass_fini(&p);
+    return st;
+}
+
+struct at_step {
+    size_t k, bytes;
+};
+
+static int by_step(const void *x, const void *y)
+{
+    const struct at_step *a = x, *b = y;
+
+    return (a->k > b->k) - (a->k < b->k);
+}
+
+/* The simulated peak of what emit would write, from the timeline: after base step k the
+ * emitted walk holds live[k] less what is prefetched after k (PREFETCH after z), then
+ * drops what is freed after k (WAIT and FREE after x), then takes back the prefetched:
+ * its largest there is live[k] less the smaller of the two. */
+static remat_status pass_peak(struct pass *p, size_t *peak)
+{
+    const remat_allocator *a = tgraph_al(p->tg);
+    struct at_step *f = core_calloc(a, 2 * (size_t)p->nc + 1, sizeof *f), *g;
+    size_t nf = 0, ng = 0, i = 0, j = 0;
+
+    if (!f)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning the host tier");
+    if (p->lt.mx)
+        maxtree_flush(&p->lt);
+    for (int32_t c = 0; c < p->nc; c++)
+        if (p->c[c].off)
+            f[nf++] = (struct at_step){p->c[c].x, p->c[c].bytes};
+    g = f + nf;
+    for (int32_t c = 0; c < p->nc; c++)
+        if (p->c[c].off)
+            g[ng++] = (struct at_step){p->c[c].z, p->c[c].bytes};
+    qsort(f, nf, sizeof *f, by_step);
+    qsort(g, ng, sizeof *g, by_step);
+    while (i < nf && j < ng) { /* the steps with both: live[k] less the smaller sum */
+        size_t k = f[i].k < g[j].k ? f[i].k : g[j].k, fb = 0, gb = 0;
+
+        for (; i < nf && f[i].k == k; i++)
+            fb += f[i].bytes;
+        for (; j < ng && g[j].k == k; j++)
+            gb += g[j].bytes;
+        p->live[k] -= fb < gb ? fb : gb;
+    }
+    *peak = peak_of(p);
+    core_free(a, f, sizeof *f * (2 * (size_t)p->nc + 1));
+    return REMAT_OK;
+}
+
+remat_status plan_offload_peak(const remat_tgraph *tg, const remat_schedule *s, size_t target,
+                               double bandwidth, double flops, double slowdown, size_t *peak)
+{
+    struct pass p = {.tg = tg, .s = s, .n = s->n};
+    remat_status st;
+
+    *peak = SIZE_MAX;
+    if (!s->n)
+        return REMAT_FAIL(REMAT_ERR_ARG, "an empty schedule");
+    if (!(st = pass_run(&p, NULL, &target, bandwidth > 0 ? bandwidth : REMAT_DEFAULT_BANDWIDTH,
+                        flops > 0 ? flops : REMAT_DEFAULT_FLOPS, slowdown)))
+        st = pass_peak(&p, peak);
+    pass_fini(&p);
     return st;
 }

@@ -599,6 +599,40 @@ remat_status remat_sim_timeline(const remat_tgraph *tg, const remat_schedule *s,
     return sim_walk(tg, s, NULL, live, NULL, NULL);
 }
 
+remat_status sim_seconds_alone(const remat_tgraph *tg, const remat_schedule *s,
+                               const remat_sim_opts *o, double *seconds)
+{
+    const remat_allocator *a = tgraph_al(tg);
+    size_t no = (size_t)tg->n_ops;
+    double fl = o && o->flops > 0 ? o->flops : REMAT_DEFAULT_FLOPS, clock = 0;
+    double *sec = core_calloc(a, 2 * no + 1, sizeof *sec); /* each op's two quotients */
+    bool walk = !sec || s->file_order || (o && !(o->copy_slowdown >= 0 && o->copy_slowdown <= 1));
+    remat_sim_result r;
+    remat_status st;
+
+    for (size_t p = 0; p < no && !walk; p++) {
+        sec[2 * p] = tg->ops[p].fwd_flops / fl; /* as tick divides */
+        sec[2 * p + 1] = tg->ops[p].bwd_flops / fl;
+    }
+    for (size_t i = 0; i < s->n && !walk; i++) {
+        remat_step x = s->steps[i];
+
+        if (x.kind >= REMAT_STEP_OFFLOAD ||
+            (x.kind != REMAT_STEP_FREE && (x.id < 0 || (size_t)x.id >= no)))
+            walk = true; /* the walk's own case: copies, or an error to report */
+        else if (x.kind != REMAT_STEP_FREE)
+            clock += sec[2 * (size_t)x.id + (x.kind == REMAT_STEP_BWD)];
+    }
+    core_free(a, sec, (2 * no + 1) * sizeof *sec);
+    *seconds = clock;
+    if (walk) {
+        if ((st = remat_sim_run_opts(tg, s, o, &r)))
+            return st;
+        *seconds = r.total_seconds;
+    }
+    return REMAT_OK;
+}
+
 remat_status sim_instances(const remat_tgraph *tg, const remat_schedule *s,
                            struct sim_instances *out)
 {

@@ -30,6 +30,15 @@ remat_status sim_instances(const remat_tgraph *tg, const remat_schedule *s,
                            struct sim_instances *out);
 void sim_instances_fini(const remat_tgraph *tg, struct sim_instances *in);
 
+/*
+ * The simulated time of s where it has no host steps (then the time of its compute at
+ * o's flops, each FWD and BWD step's FLOPs / flops added in order as the walk adds them:
+ * remat_sim_run_opts's total_seconds to the bit) without the walk's checks; a schedule
+ * with copies, replayed in file order or naming a bad op gets the walk itself.
+ */
+remat_status sim_seconds_alone(const remat_tgraph *tg, const remat_schedule *s,
+                               const remat_sim_opts *o, double *seconds);
+
 /* step_touch's answers for every op's FWD and BWD (an op without a backward: none), for
  * walks of schedules much longer than the graph: slot 2 op + (BWD), its reads at
  * buf[off[q] .. off[q] + n_reads[q]) and its makes from there to off[q + 1]. */

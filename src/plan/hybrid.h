@@ -1,0 +1,19 @@
+/*
+ * hybrid.h - what hybrid.c gives beside plan_hybrid (planners.h), for its tests.
+ */
+#ifndef REMAT_HYBRID_H
+#define REMAT_HYBRID_H
+
+#include "plan/dag.h"
+#include "plan/planners.h"
+
+/*
+ * The forward steps lower_keep(tg, d, kept, memory-centric) runs (*runs), counted as it
+ * runs them without lowering: the forward, then before each backward every node its
+ * saved values need that is neither kept nor recomputed since the last backward. The
+ * count stops once it passes cap (then *runs > cap, not the whole count).
+ */
+remat_status hybrid_mc_runs(const remat_tgraph *tg, const struct dag *d, const bool *kept,
+                            int64_t cap, int64_t *runs);
+
+#endif
