@@ -5,7 +5,9 @@
  *    search, with its bound max M(i), its overhead and its cached memory;
  *    kusumoto_min_budget and kusumoto_plan (time- and memory-centric) at budgets around
  *    the minimum against them, on the exact and the approximate family; the returned
- *    chain is measured again here;
+ *    chain is measured again here, and the time-centric one is found again with the
+ *    first try capped (kusumoto_set_trial: kept pairs, the Lagrangian bound, deepening
+ *    from it) and must be the same;
  *  - on 65..184-node graphs (two and three bitset words): their lower sets by a
  *    backtracking enumeration against lsets_build, and a Pareto DP written here in place
  *    of the chain enumeration.
@@ -252,6 +254,35 @@ static void chain_free(struct chain *c)
 }
 
 /*
+ * The time-centric chain again with the first try capped at one state (kusumoto_set_trial),
+ * so that the search keeps the pairs, bounds the states by the Lagrangian bound and
+ * deepens from it: the same chain as the search without the cap.
+ */
+static void check_same_chain(const struct dag *d, const struct lsets *ls, size_t budget,
+                             const struct chain *want, const char *what, int gi)
+{
+    struct chain c;
+    struct dp_result res;
+    remat_status st;
+
+    chain_alloc(&c, d->n);
+    kusumoto_set_trial(1);
+    st = kusumoto_plan(d, ls, false, budget, NULL, &c, &res);
+    kusumoto_set_trial(0);
+    CHECK_OR(st == REMAT_OK && res.feasible, goto out, "graph %d %s-tc B=%zu, capped: %s", gi,
+             what, budget, st ? remat_errmsg() : "infeasible");
+    CHECK_OR(c.n_blocks == want->n_blocks, goto out, "graph %d %s-tc B=%zu, capped: %d "
+             "blocks, uncapped %d", gi, what, budget, c.n_blocks, want->n_blocks);
+    for (int32_t v = 0; v < d->n; v++)
+        CHECK_OR(c.block[v] == want->block[v] && c.kept[v] == want->kept[v], goto out,
+                 "graph %d %s-tc B=%zu, capped: node %d in block %d (kept %d), uncapped %d "
+                 "(%d)", gi, what, budget, v, c.block[v], (int)c.kept[v], want->block[v],
+                 (int)want->kept[v]);
+out:
+    chain_free(&c);
+}
+
+/*
  * kusumoto_plan at one budget, time- and memory-centric, against the best chains: the
  * verdict, the chain itself (measured by chain_eval), its bound and overhead as
  * reported, and its optimality.
@@ -293,6 +324,8 @@ static void check_plan_at(const struct hg *g, const struct dag *d, const struct 
         CHECK(fabs(res.overhead - (tv > 0 ? ci.t / tv : 0)) <= 1e-12,
               "graph %d %s-%s: overhead %.17g, the chain's %.17g / %.17g", gi, what, how,
               res.overhead, ci.t, tv);
+        if (!mc)
+            check_same_chain(d, ls, budget, &c, what, gi);
         if (!mc && g->int_t)
             CHECK(ci.t == want->min_t, "graph %d (%d nodes) %s-tc B=%zu: overhead %g, least "
                   "%g", gi, g->n, what, budget, ci.t, want->min_t);

@@ -28,5 +28,10 @@ int64_t kusumoto_pairs(const struct lsets *ls, size_t budget);
 /* The smallest B at which the DP is feasible (bisection to within 1e-5 relative). */
 remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out);
+/* Tests only (not thread-safe): the most states the time-centric DP's first try may
+ * hold before the search keeps the pairs and bounds the states by the Lagrangian bound
+ * (dp_pairs.h); 0 restores the default (4 a set on average). The chain is the same
+ * either way, only the work differs. */
+void kusumoto_set_trial(size_t max_pts);
 
 #endif

@@ -1,0 +1,88 @@
+/*
+ * dp_least.c - the time-centric search of the lower-set DP (kusumoto.c): the least
+ * overhead at V within the budget, by runs whose frontiers keep only the states that
+ * can still reach it.
+ *
+ * Upper bounds: feasible chains (the memory-centric one, the greedy least-(t, m) one,
+ * the Lagrangian bound's least paths that fit). Lower bounds per state: lb (dp_bounds),
+ * then, when the first tries at lb alone grow past a few states a set, the Lagrangian
+ * bound over the kept pairs (dp_pairs.h). Every run's bound is an integer overhead at
+ * or above the optimum's or the run finds nothing; the chain found is the same at any
+ * bound at or above the optimum.
+ */
+#include "plan/dp_run.h"
+
+/* The states a set may hold on average in the first tries at lb alone, before the search
+ * keeps the pairs and bounds the states by dp_lagrange too: those tries cost little when
+ * they stay small (ResNet-1001's hybrid sweep), and a capped one is lost work. */
+#define TRIAL_PTS 4
+
+static size_t trial_max; /* kusumoto_set_trial's; 0: TRIAL_PTS a set */
+
+void kusumoto_set_trial(size_t max_pts)
+{
+    trial_max = max_pts;
+}
+
+/* The least overhead at V: p's states are the memory-centric run's (an upper bound). */
+remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag)
+{
+    const struct lsets *ls = p->ls;
+    int32_t last = ls->n - 1, ub = p->pts[p->fr_at[last]].t, lo, lag_lb = 0;
+    remat_status st;
+
+    *lb = core_calloc(p->al, (size_t)ls->n, sizeof **lb);
+    *room = core_calloc(p->al, (size_t)ls->n, sizeof **room);
+    *lag = core_calloc(p->al, (size_t)ls->n, sizeof **lag);
+    if (!*lb || !*room || !*lag)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+    dp_bounds(p, *lb, *room);
+    p->room = *room;
+    /* the greedy least-(t, m) chain among the states that can still reach V: it always
+     * does, so ub is never left at the memory-centric chain's */
+    p->stage = "DP: least time";
+    if ((st = dp_run(p, DP_MIN_T, NULL, 0)))
+        return st;
+    if (p->fr_n[last] > 0 && p->pts[p->fr_at[last]].t < ub)
+        ub = p->pts[p->fr_at[last]].t;
+    /* first the deepening of lb alone (the bound fourfold from lb(∅), then ub), while
+     * its frontiers stay at a few states a set: cheaper than the Lagrangian passes */
+    p->stage = "DP: the time-memory frontier, one deepening";
+    p->max_pts = trial_max ? trial_max : (size_t)TRIAL_PTS * (size_t)ls->n;
+    for (int32_t guess = (*lb)[0] > 0 ? (*lb)[0] : 1;; guess = guess > ub / 16 ? ub : 4 * guess) {
+        if ((st = dp_run(p, DP_FRONTIER, *lb, guess < ub ? guess : ub)) || p->capped)
+            break;
+        if (p->fr_n[last] > 0)
+            break;
+        REMAT_ASSERT(guess < ub);
+    }
+    p->max_pts = 0;
+    if (st || !p->capped)
+        return st;
+    if (!dp_keep_pairs(p))
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+    if (!dp_lagrange(&p->pc, ls, p->budget, window(p), *room, p->n_t, *lag, &p->lag_d,
+                     &lag_lb, &ub))
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+    p->lag = p->lag_d > 0 ? *lag : NULL;
+    lo = (*lb)[0] > lag_lb ? (*lb)[0] : lag_lb;
+    /*
+     * Deepening from lo: a run costs about the states within its bound, and near lo
+     * these saturate (ResNet-2498 at its halfway budget: 3.2 10^6 states at lo + 36,
+     * 5.5 10^6 at lo + 144, 8 10^6 at lo + 2,223), so a run that fails just below the
+     * optimum costs nearly as much as the one that finds it. The optimum was 1-16% of
+     * ub - lo above lo (3-5% mostly), so the first bound is lo + (ub - lo)/16, then
+     * fourfold, then ub. Every bound at or above the optimum gives the same chain: the
+     * states kept are those of the unbounded frontiers that pass each test (the tests
+     * never pass a state whose parent failed).
+     */
+    for (int64_t step = (ub - lo) / 16 > 0 ? (ub - lo) / 16 : 1;; step *= 4) {
+        int32_t guess = step > (ub - lo) / 4 ? ub : lo + (int32_t)step;
+
+        if ((st = dp_run(p, DP_FRONTIER, *lb, guess)))
+            return st;
+        if (p->fr_n[last] > 0)
+            return REMAT_OK;
+        REMAT_ASSERT(guess < ub);
+    }
+}

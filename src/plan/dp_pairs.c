@@ -1,0 +1,161 @@
+/*
+ * dp_pairs.c - the DP's kept pairs and its Lagrangian bound (dp_pairs.h).
+ *
+ * The bound is a shortest path over the pairs, taken by their end, last first (H_D(L_j)
+ * is final once every pair from L_j is seen), with D t + bytes as the length: integers,
+ * so that a state's bound is never below its parent's (H_D(L_i) <= D dt + dm + H_D(L_j)
+ * exactly) and the DP that prunes by it keeps exactly the states of the unpruned one
+ * that pass. Work: one pass over the kept pairs per D tried (LAG_STEPS).
+ */
+#include "plan/dp_pairs.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Values of D tried (bisection on log D); the bound at ∅ is flat near its best. */
+#define LAG_STEPS 12
+/* Sizes past which D t + bytes could pass int64 (2^59 each): no bound. */
+#define LAG_MAX ((int64_t)1 << 59)
+
+bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_sets, size_t cap)
+{
+    memset(pc, 0, sizeof *pc);
+    pc->al = al;
+    pc->n_sets = n_sets;
+    pc->cap = cap ? cap : 1;
+    pc->at = core_calloc(al, (size_t)n_sets + 1, sizeof *pc->at);
+    pc->p = core_alloc(al, pc->cap * sizeof *pc->p);
+    if (!pc->at || !pc->p) {
+        dp_pairs_fini(pc);
+        return false;
+    }
+    return true;
+}
+
+void dp_pairs_fini(struct dp_pairs *pc)
+{
+    if (!pc->al)
+        return;
+    core_free(pc->al, pc->at, sizeof *pc->at * ((size_t)pc->n_sets + 1));
+    core_free(pc->al, pc->p, sizeof *pc->p * pc->cap);
+    memset(pc, 0, sizeof *pc);
+}
+
+/* Per set, the pair that continues its least chain (for the walk from ∅). */
+struct lag_next {
+    int32_t *to, *dt;
+    size_t *dm, *c;
+};
+
+/* A chain from ∅ to V as the bound's least path has it. */
+struct lag_path {
+    int64_t t;      /* Σ dt */
+    int64_t s;      /* Σ dm (all blocks but the last) + c (the last) */
+    bool fits;      /* m + c <= B at every block */
+};
+
+/* H_D into h, by one pass over the usable pairs; the least chain from ∅. */
+static struct lag_path lag_pass(const struct dp_pairs *pc, const struct lsets *ls, size_t B,
+                                size_t window, const int64_t *room, int64_t D, int64_t *h,
+                                const struct lag_next *nx)
+{
+    int32_t last = ls->n - 1;
+    struct lag_path r = {0, 0, true};
+    size_t m = 0;
+
+    for (int32_t i = 0; i < ls->n; i++) {
+        h[i] = INT64_MAX;
+        nx->to[i] = -1;
+    }
+    for (int32_t j = last; j > 0; j--) {
+        if (room[j] < 0 || (j != last && h[j] == INT64_MAX))
+            continue;
+        for (size_t e = pc->at[j]; e < pc->at[j + 1]; e++) {
+            const struct dp_pair *q = &pc->p[e];
+            int64_t v;
+
+            if (q->c > B || ls->m[j] - ls->m[q->i] > window)
+                continue;
+            v = D * q->dt + (j == last ? (int64_t)q->c : (int64_t)q->dm + h[j]);
+            if (v < h[q->i]) {
+                h[q->i] = v;
+                nx->to[q->i] = j;
+                nx->dt[q->i] = q->dt;
+                nx->dm[q->i] = q->dm;
+                nx->c[q->i] = q->c;
+            }
+        }
+    }
+    for (int32_t i = 0; i != last && nx->to[i] >= 0; i = nx->to[i]) {
+        r.t += nx->dt[i];
+        r.s += (int64_t)(nx->to[i] == last ? nx->c[i] : nx->dm[i]);
+        r.fits = r.fits && m + nx->c[i] <= B;
+        m += nx->dm[i];
+    }
+    return r;
+}
+
+static bool lag_alloc(const remat_allocator *al, struct lag_next *nx, int64_t **hh, size_t n)
+{
+    nx->to = core_calloc(al, n, sizeof *nx->to);
+    nx->dt = core_calloc(al, n, sizeof *nx->dt);
+    nx->dm = core_calloc(al, n, sizeof *nx->dm);
+    nx->c = core_calloc(al, n, sizeof *nx->c);
+    *hh = core_calloc(al, n, sizeof **hh);
+    return nx->to && nx->dt && nx->dm && nx->c && *hh;
+}
+
+static void lag_release(const remat_allocator *al, struct lag_next *nx, int64_t *hh, size_t n)
+{
+    core_free(al, nx->to, sizeof *nx->to * n);
+    core_free(al, nx->dt, sizeof *nx->dt * n);
+    core_free(al, nx->dm, sizeof *nx->dm * n);
+    core_free(al, nx->c, sizeof *nx->c * n);
+    core_free(al, hh, sizeof *hh * n);
+}
+
+bool dp_lagrange(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
+                 size_t window, const int64_t *room, int32_t n_t, int64_t *h, int64_t *d,
+                 int32_t *lb0, int32_t *ub)
+{
+    size_t n = (size_t)ls->n;
+    struct lag_next nx;
+    int64_t *hh = NULL, lo = 1, hi, best = -1;
+    bool ok;
+
+    *d = 0;
+    *lb0 = 0;
+    if (!pc->p || budget > (size_t)LAG_MAX || ls->m[ls->n - 1] > (size_t)LAG_MAX ||
+        n_t <= 0 || room[0] < 0)
+        return true;
+    hi = LAG_MAX / n_t;
+    if (!(ok = lag_alloc(pc->al, &nx, &hh, n)))
+        goto out;
+    /* the least path's S passes B: a larger multiplier 1/D is needed, so a smaller D */
+    for (int k = 0; k < LAG_STEPS && hi > lo + 1; k++) {
+        int64_t D = (int64_t)sqrt((double)lo * (double)hi), num, v;
+        struct lag_path r;
+
+        D = D <= lo ? lo + 1 : D >= hi ? hi - 1 : D;
+        r = lag_pass(pc, ls, budget, window, room, D, hh, &nx);
+        if (r.fits && r.t < *ub)
+            *ub = (int32_t)r.t;
+        if (hh[0] == INT64_MAX)
+            break; /* no chain (room[0] >= 0 says there is one: not met) */
+        num = hh[0] - (int64_t)budget;
+        v = num > 0 ? (num + D - 1) / D : 0;
+        if (v > best) {
+            best = v;
+            *d = D;
+            memcpy(h, hh, sizeof *h * n);
+        }
+        if (r.s > (int64_t)budget)
+            hi = D;
+        else
+            lo = D;
+    }
+    *lb0 = best > INT32_MAX ? INT32_MAX : (int32_t)(best < 0 ? 0 : best);
+out:
+    lag_release(pc->al, &nx, hh, n);
+    return ok;
+}

@@ -1,0 +1,56 @@
+/*
+ * dp_pairs.h - the lower-set DP's usable pairs, kept for the runs of one search, and a
+ * Lagrangian lower bound on the overhead still to come from a state.
+ *
+ * A pair L_i ⊊ L_j is usable at budget B when its block fits the window and its charge
+ * c is at most B (kusumoto.c, pair_block). Its quantities do not depend on B, so the
+ * pairs usable at the largest budget of a search are worked out once (a subset test and
+ * a walk of L_j's boundary each, or the simulator's model) and every run at that budget
+ * or below filters them. Rows by L_j, i ascending, as the DP visits them. 24 bytes a
+ * pair; kept only up to DP_PAIRS_MAX pairs (ResNet-2498 at the budget halfway to
+ * `none`'s peak: 9.8 10^6 pairs, 234 MB).
+ *
+ * The bound (dp_lagrange): every block of a chain satisfies m + c <= B, the last one
+ * (into V) too, with m the state carried into it; so for D > 0 bytes per unit of
+ * overhead, a state (t, m) at L whose chain goes on to V with overhead t_V has
+ *   D t_V >= D t + m + H_D(L) - B,
+ * H_D(L) the least, over the chains from L to V, of D Σ dt + Σ dm (all blocks but the
+ * last) + c (the last). States with D t + m + H_D(L) > D ub + B cannot end within ub.
+ * D is chosen to make the bound at ∅ largest (the dual of the budget constraint).
+ */
+#ifndef REMAT_DP_PAIRS_H
+#define REMAT_DP_PAIRS_H
+
+#include "plan/lowerset.h"
+
+struct dp_pair {
+    int32_t i, dt;   /* from L_i; the block's overhead (in the DP's units) */
+    size_t dm, c;    /* growth of the state; charge above it */
+};
+
+struct dp_pairs {
+    size_t *at;           /* n_sets + 1: pairs into L_j are p[at[j] .. at[j + 1]) */
+    struct dp_pair *p;    /* NULL: none kept */
+    size_t n, cap;
+    int32_t n_sets;
+    size_t budget;        /* the budget they were kept at (runs use them at or below it) */
+    const remat_allocator *al;
+};
+
+/* The most pairs kept (24 bytes each). */
+#define DP_PAIRS_MAX ((int64_t)1 << 24)
+
+bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_sets, size_t cap);
+void dp_pairs_fini(struct dp_pairs *pc);
+
+/* The Lagrangian bound of a run at budget B (window: the largest M(L_j) - M(L_i) of a
+ * usable block; room as kusumoto.c's dp_bounds, -1 where V cannot be reached): the D of
+ * the largest bound at ∅ found by bisection on log D, its H_D into h (n_sets entries;
+ * INT64_MAX where no chain goes on), *d (0: no bound, the sizes are past what int64
+ * holds) and *lb0 the bound at ∅ rounded up. *ub is lowered to the overhead of every
+ * chain met that fits B. False only when out of memory. */
+bool dp_lagrange(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
+                 size_t window, const int64_t *room, int32_t n_t, int64_t *h, int64_t *d,
+                 int32_t *lb0, int32_t *ub);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * dp_run.h - the lower-set DP's state and runs (kusumoto.c), shared with its
+ * time-centric search (dp_least.c). Private to src/plan.
+ */
+#ifndef REMAT_DP_RUN_H
+#define REMAT_DP_RUN_H
+
+#include "plan/dp_pairs.h"
+#include "plan/kusumoto.h"
+
+struct point {
+    int32_t t;
+    int32_t parent_set, parent_pt;
+    size_t m;
+};
+
+struct dp {
+    const struct dag *d;
+    const struct lsets *ls;
+    size_t budget;
+    double scale;
+    int32_t n_t;                 /* overhead values 0 .. n_t - 1 */
+    int32_t *fr_at, *fr_n;       /* frontier of set i: pts[fr_at[i] .. + fr_n[i]) */
+    struct point *pts;
+    size_t n_pts, cap_pts;
+    int64_t *kmin[2];            /* with lag: the least D t + m of each 8 (64) points of
+                                    pts, so that relax skips them at once */
+    size_t cap_kmin;             /* entries of kmin[0] (kmin[1]: an eighth) */
+    const remat_allocator *al;
+    const struct dp_progress *pg;
+    const char *stage;           /* the pass under way, for pg */
+    const int64_t *room;         /* per set (may be NULL): the most cached memory from
+                                    which V can still be reached; -1 none (dp_bounds) */
+    struct dp_pairs pc;          /* the usable pairs, kept (pc.p NULL: none kept) */
+    const int64_t *lag;          /* per set (may be NULL): H_D (dp_lagrange.c) */
+    int64_t lag_d;               /* its D, bytes per unit of overhead */
+    size_t max_pts;              /* a run stops (capped) past this many states; 0: none */
+    bool capped;
+};
+
+enum dp_mode {
+    DP_FRONTIER, /* the Pareto frontier of (t, m) per set: time-centric */
+    DP_MIN_M,    /* one state per set, least (m, t): memory-centric and feasibility */
+    DP_MIN_T,    /* one state per set, least (t, m): a quick time-centric upper bound */
+};
+
+/* The most bytes a block may add to its lower set: the authors' bound charges twice
+ * them (2 M(L'\L)), so B/2; the simulator's model charges at least the block's largest
+ * recomputation, and blocks of more than B bytes are not considered. */
+static inline size_t window(const struct dp *p)
+{
+    return p->ls->sim ? p->budget : p->budget / 2;
+}
+
+/*
+ * Runs the DP; the states of V are those of the last set. In DP_FRONTIER mode, with lb
+ * and ub given, states that cannot lead to an overhead of at most ub are dropped (and,
+ * with p->lag, those whose Lagrangian bound passes ub); with p->max_pts, the run stops
+ * (p->capped) once it holds more states.
+ */
+remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t ub);
+/* Per set, lb: the least overhead still to come, and room: the most cached memory from
+ * which V can still be reached (-1: none), at p's budget. */
+void dp_bounds(const struct dp *p, int32_t *lb, int64_t *room);
+/* Keeps the usable pairs of p's budget in p->pc (runs at smaller budgets filter them)
+ * when they number at most DP_PAIRS_MAX; false only when out of memory. */
+bool dp_keep_pairs(struct dp *p);
+/* Time-centric, after the memory-centric run (p's states): the run whose states at V
+ * hold the least overhead (dp_least.c). *lb, *room and *lag are the caller's to free. */
+remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag);
+
+#endif
