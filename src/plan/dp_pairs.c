@@ -34,8 +34,7 @@ bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_set
 
 void dp_pairs_fini(struct dp_pairs *pc)
 {
-    if (!pc->al)
-        return;
+    /* al NULL is the C library's allocator; core_free passes over NULL blocks */
     core_free(pc->al, pc->at, sizeof *pc->at * ((size_t)pc->n_sets + 1));
     core_free(pc->al, pc->p, sizeof *pc->p * pc->cap);
     memset(pc, 0, sizeof *pc);
