@@ -19,11 +19,9 @@
 #include "io/tokens.h"
 #include "plan/algos.h"
 
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 remat_train_opts remat_train_opts_default(void)
 {
