@@ -4,7 +4,9 @@
  * DAGs of up to 12 nodes, kept when no edge enters it from outside, against lsets_build
  * (the family, the order by M and size, M, T, the boundary, M(δ+(L)) + M(δ−(δ+(L)) \ L)) and
  * its cap; the approximate family against {∅, V} and the ancestor closures found by a
- * fixpoint. (The multi-word graphs' families are checked in test_dp.c.)
+ * fixpoint, and on graphs of up to 192 nodes against closures found depth-first, in
+ * the same order, with every quantity. (test_dp.c checks both families on narrow
+ * multi-word graphs as well.)
  *
  * Seed: REMAT_SEED (printed); the test restarts from it, so it can be rerun.
  */
@@ -173,6 +175,153 @@ static void test_incremental(void)
     printf("  %d graphs of up to %d nodes, %lld sets\n", n_graphs, HN, (long long)n_sets);
 }
 
+/* One set of the reference approximate family: its nodes, creation index (∅ 0, node
+ * v's closure v + 1, V n + 1) and sort keys. */
+struct ref_set {
+    bset s;
+    int32_t idx, size;
+    size_t m;
+};
+
+static int ref_cmp(const void *x, const void *y)
+{
+    const struct ref_set *a = x, *b = y;
+
+    if (a->m != b->m)
+        return a->m < b->m ? -1 : 1;
+    if (a->size != b->size)
+        return a->size < b->size ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* Node v's ancestor closure by a depth-first search over its predecessors. */
+static bset closure_dfs(const struct hg *g, int32_t v)
+{
+    bset s = {{0}};
+    int32_t stack[HN], top = 0;
+
+    bs_add(&s, v);
+    stack[top++] = v;
+    while (top > 0) {
+        int32_t x = stack[--top];
+
+        for (int32_t u = 0; u < x; u++)
+            if (bs_has(&g->pm[x], u) && !bs_has(&s, u)) {
+                bs_add(&s, u);
+                stack[top++] = u;
+            }
+    }
+    return s;
+}
+
+/* The approximate family worked out plainly: ∅, every closure, V unless a closure is V,
+ * sorted by M, size and creation index (the order lsets_build documents). */
+static int32_t ref_family(const struct hg *g, struct ref_set *out, bool *v_dup)
+{
+    bset all = {{0}};
+    int32_t k = 0;
+
+    *v_dup = false;
+    for (int32_t v = 0; v < g->n; v++)
+        bs_add(&all, v);
+    out[k++] = (struct ref_set){{{0}}, 0, 0, 0};
+    for (int32_t v = 0; v < g->n; v++) {
+        out[k] = (struct ref_set){closure_dfs(g, v), v + 1, 0, 0};
+        *v_dup = *v_dup || bs_eq(&out[k].s, &all);
+        k++;
+    }
+    if (!*v_dup)
+        out[k++] = (struct ref_set){all, g->n + 1, 0, 0};
+    for (int32_t i = 0; i < k; i++) {
+        out[i].size = bs_count(&out[i].s);
+        for (int32_t v = 0; v < g->n; v++)
+            out[i].m += bs_has(&out[i].s, v) ? g->m[v] : 0;
+    }
+    qsort(out, (size_t)k, sizeof *out, ref_cmp);
+    return k;
+}
+
+/* Set i of ls against ref: bits, size, M, T, m_out (set_info), and the boundary and
+ * maximal lists in node order. T exactly: integral costs sum exactly in any order, and
+ * fractional ones are summed over the set in node order, as set_info does. */
+static bool same_as_ref(const struct hg *g, const struct lsets *ls, int32_t i,
+                        const struct ref_set *r)
+{
+    const uint64_t *b = lsets_bits(ls, i);
+    struct sinfo si;
+    int32_t nb = ls->bd_at[i], nx = ls->mx_at[i];
+    bool ok = ls->size[i] == r->size && ls->m[i] == r->m;
+
+    for (int k = 0; k < HW; k++)
+        ok = ok && (k < ls->words ? b[k] : 0) == r->s.w[k];
+    if (!ok)
+        return false;
+    set_info(g, &r->s, &si);
+    if (ls->t[i] != si.t || ls->m_out[i] != si.m_out)
+        return false;
+    for (int32_t v = 0; v < g->n; v++) {
+        bset in_l;
+
+        if (!bs_has(&r->s, v))
+            continue;
+        if (bs_has(&si.bd, v) && (nb >= ls->bd_at[i + 1] || ls->bd[nb++] != v))
+            return false;
+        for (int k = 0; k < HW; k++)
+            in_l.w[k] = g->sm[v].w[k] & r->s.w[k];
+        if (bs_count(&in_l) == 0 && (nx >= ls->mx_at[i + 1] || ls->mx[nx++] != v))
+            return false;
+    }
+    return nb == ls->bd_at[i + 1] && nx == ls->mx_at[i + 1];
+}
+
+/*
+ * The approximate family (built in place, without a hash table) against ref_family on
+ * random DAGs of up to 192 nodes (one to three bitset words; narrow and dense, integral
+ * and fractional T), both families LS_APPROX and LS_APPROX_WALK: the same sets in the
+ * same order, with every quantity from the definitions. Both cases of V are met: a
+ * closure that is V (V then left out) and none.
+ */
+static void test_approx_reference(void)
+{
+    static struct hg g;
+    static struct ref_set ref[HN + 2];
+    int n_graphs = 300, n_dup = 0;
+
+    reseed(5);
+    for (int gi = 0; gi < n_graphs; gi++) {
+        struct dag d;
+        bool v_dup;
+        int32_t n_ref;
+
+        if (gi % 2)
+            random_narrow(&g);
+        else
+            random_small(&g, HN, gi % 4 != 2);
+        to_dag(&g, &d);
+        n_ref = ref_family(&g, ref, &v_dup);
+        n_dup += v_dup;
+        for (int f = 0; f < 2; f++) {
+            enum lsets_family fam = f ? LS_APPROX_WALK : LS_APPROX;
+            struct lsets ls;
+
+            REMAT_ASSERT_TEST(lsets_build(&d, fam, NULL, 0, &ls) == REMAT_OK);
+            CHECK(ls.n == n_ref && ls.by_m && ls.words == (g.n + 63) / 64 && ls.bd_at[0] == 0 &&
+                  ls.mx_at[0] == 0, "graph %d (%d nodes) family %d: %d sets, expected %d", gi,
+                  g.n, f, ls.n, n_ref);
+            for (int32_t i = 0; ls.n == n_ref && i < ls.n; i++)
+                CHECK_OR(same_as_ref(&g, &ls, i, &ref[i]), break,
+                         "graph %d (%d nodes) family %d: set %d (M %zu, size %d) differs from "
+                         "the reference (M %zu, size %d)", gi, g.n, f, i, ls.m[i], ls.size[i],
+                         ref[i].m, ref[i].size);
+            lsets_fini(&ls);
+        }
+        dag_fini(&d);
+    }
+    CHECK(n_dup > 0 && n_dup < n_graphs, "V a closure in %d of %d graphs: a case unmet", n_dup,
+          n_graphs);
+    printf("  %d graphs of up to %d nodes, V a closure in %d\n", n_graphs, HN, n_dup);
+}
+
 int main(void)
 {
     const char *env = getenv("REMAT_SEED");
@@ -181,5 +330,6 @@ int main(void)
     RUN_TIMED(test_lowersets);
     RUN_TIMED(test_dfs);
     RUN_TIMED(test_incremental);
+    RUN_TIMED(test_approx_reference);
     return harness_end();
 }
