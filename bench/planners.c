@@ -43,12 +43,16 @@ struct result {
     long long n_sets;
 };
 
-static struct result run_opts(const remat_tgraph *tg, remat_strategy s, bool min,
-                              size_t budget, bool authors_lattice, bool authors_bound)
+/* One remat_plan and its simulation; coarse: remat_plan_opts.coarse_pairs (0 the
+ * default, -1 the flat DP). */
+static struct result run_coarse(const remat_tgraph *tg, remat_strategy s, bool min,
+                                size_t budget, bool authors_lattice, bool authors_bound,
+                                int64_t coarse)
 {
     remat_plan_opts o = {.strategy = s, .budget_min = min, .budget_bytes = budget,
                          .max_lower_sets = 100000, .time_limit = 20,
-                         .authors_lattice = authors_lattice, .authors_bound = authors_bound};
+                         .authors_lattice = authors_lattice, .authors_bound = authors_bound,
+                         .coarse_pairs = coarse};
     struct result r = {0};
     remat_schedule *sched = NULL;
     remat_plan_info pi;
@@ -67,6 +71,12 @@ static struct result run_opts(const remat_tgraph *tg, remat_strategy s, bool min
     r.seconds = now() - t0;
     remat_schedule_free(sched);
     return r;
+}
+
+static struct result run_opts(const remat_tgraph *tg, remat_strategy s, bool min,
+                              size_t budget, bool authors_lattice, bool authors_bound)
+{
+    return run_coarse(tg, s, min, budget, authors_lattice, authors_bound, 0);
 }
 
 static struct result run(const remat_tgraph *tg, remat_strategy s, bool min, size_t budget)
@@ -332,29 +342,41 @@ static void timing(const char *dir)
 
 /*
  * Planning at scale: the zoo's deepest networks and GPT-2 of 48 and 1,000 layers at
- * batch 1, each strategy at `--budget min` and (but on GPT-2 of 1,000 layers) at the
- * budget halfway between that minimum and the peak of `none` (the whole remat_plan: the
- * search, the packing), with its planned values, seconds, simulated activation peak and
- * recomputation overhead.
- * approx-tc and approx-mc run the flat DP (their plans are the same as before the DP's
- * pruning, the lower sets measured incrementally and kept across the attempts of one
- * remat_plan); hybrid's sweep runs over a thinned family on graphs past 2,048 lower
- * sets (docs/planners.md), so its figures are to be read against the flat sweep's.
- * Layouts of more than PACK_QUICK_MIN instances under a budget run the packer's greedy
- * passes alone, stopped past the load + 1/64 that the moves would then replace
- * (layout_build_held): the same plans, arenas and moves here, at a fraction of the time.
+ * batch 1, each strategy at `--budget min` and at the budget halfway between that
+ * minimum and the peak of `none` (the whole remat_plan: the search, the packing), with
+ * its planned values, seconds, simulated activation peak and recomputation overhead;
+ * then the same with the flat DP (coarse_pairs -1: every pair of lower sets, where the
+ * default restricts long blocks to coarse sets past 2^24 pairs; dp_coarse.h), its
+ * seconds and the ratios of the default's peak and overhead to its. GPT-2 of 1,000
+ * layers at the halfway budget is not planned flat by approx-tc (over 50 s of one core:
+ * docs/benchmarks.md gives that run's figures).
+ * hybrid's sweep runs over a thinned family on graphs past 2,048 lower sets
+ * (docs/planners.md). Layouts of more than PACK_QUICK_MIN instances under a budget run
+ * the packer's greedy passes alone, stopped past the load + 1/64 that the moves would
+ * then replace (layout_build_held): the same plans, arenas and moves here, at a fraction
+ * of the time.
  */
 static void scale_row(const remat_tgraph *tg, const char *net, int64_t layers,
-                      remat_strategy s, bool min, struct result r)
+                      remat_strategy s, bool min, size_t budget, const struct result *have)
 {
+    bool skip_flat = layers >= 1000 && !min && s == REMAT_STRATEGY_APPROX_TC;
+    struct result r = have ? *have : run_coarse(tg, s, min, budget, false, false, 0);
+    struct result f = {0};
     char name[64];
 
+    if (!skip_flat)
+        f = run_coarse(tg, s, min, budget, false, false, -1);
     snprintf(name, sizeof name, "%s", net);
     if (layers > 12)
         snprintf(name, sizeof name, "%s (%lld layers)", net, (long long)layers);
-    printf("| %s | %d | %s | %s | %.2f | %.4f | %.3f |\n", name, remat_tgraph_n_planned(tg),
+    printf("| %s | %d | %s | %s | %.2f | %.4f | %.3f |", name, remat_tgraph_n_planned(tg),
            remat_strategy_name(s), min ? "min" : "halfway", r.seconds,
            r.ok ? (double)r.peak / 1e9 : NAN, r.overhead);
+    if (r.ok && f.ok)
+        printf(" %.2f | %.4f | %.4f |\n", f.seconds, (double)r.peak / (double)f.peak,
+               f.overhead > 0 ? r.overhead / f.overhead : r.overhead > 0 ? INFINITY : 1.0);
+    else
+        printf(" %s | | |\n", skip_flat ? "not run" : "failed");
 }
 
 static void scale(void)
@@ -362,17 +384,17 @@ static void scale(void)
     static const struct {
         const char *net;
         int64_t layers;
-        bool half; /* the halfway budget too (GPT-2 of 1,000 layers: approx-tc's flat DP
-                      takes over 5 minutes there) */
-    } nets[] = {{"resnet152", 0, true},  {"gpt2", 12, true},       {"gpt2", 48, true},
-                {"resnet1001", 0, true}, {"resnet2498", 0, true}, {"gpt2", 1000, false}};
+    } nets[] = {{"resnet152", 0},  {"gpt2", 12},       {"gpt2", 48},
+                {"resnet1001", 0}, {"resnet2498", 0}, {"gpt2", 1000}};
     static const remat_strategy st[] = {REMAT_STRATEGY_APPROX_TC, REMAT_STRATEGY_APPROX_MC,
                                         REMAT_STRATEGY_HYBRID};
 
     printf("\n### Planning at scale (batch 1, seconds on this machine; budget: `--budget min`, "
-           "or halfway from that minimum to the peak of `none`)\n\n"
-           "| graph | values | strategy | budget | seconds | activation peak (GB) | overhead |\n"
-           "|---|---|---|---|---|---|---|\n");
+           "or halfway from that minimum to the peak of `none`; flat: every pair of lower "
+           "sets, ratios default / flat)\n\n"
+           "| graph | values | strategy | budget | seconds | activation peak (GB) | overhead "
+           "| flat seconds | peak ratio | overhead ratio |\n"
+           "|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
         remat_zoo_opts o = {.batch = 1, .layers = nets[i].layers};
         remat_graph *g = NULL;
@@ -388,11 +410,10 @@ static void scale(void)
         for (size_t k = 0; k < sizeof st / sizeof st[0]; k++) {
             struct result m = run(tg, st[k], true, 0);
 
-            scale_row(tg, nets[i].net, nets[i].layers, st[k], true, m);
-            if (nets[i].half && m.ok && none.ok && none.peak > m.budget)
+            scale_row(tg, nets[i].net, nets[i].layers, st[k], true, 0, &m);
+            if (m.ok && none.ok && none.peak > m.budget)
                 scale_row(tg, nets[i].net, nets[i].layers, st[k], false,
-                          run(tg, st[k], false,
-                              remat_tgraph_resident_bytes(tg) + (m.budget + none.peak) / 2));
+                          remat_tgraph_resident_bytes(tg) + (m.budget + none.peak) / 2, NULL);
         }
         remat_tgraph_free(tg);
         remat_graph_free(g);
@@ -405,6 +426,10 @@ int main(int argc, char **argv)
     char probe[1024];
     FILE *f;
 
+    if (argc > 1 && !strcmp(argv[1], "--scale")) { /* the scale table alone */
+        scale();
+        return 0;
+    }
     if (!dir)
         dir = "../shared/graphs/kusumoto";
     snprintf(probe, sizeof probe, "%s/cg_vgg19.txt", dir);
@@ -415,10 +440,6 @@ int main(int argc, char **argv)
         optimal_gap(dir);
     } else {
         printf("The authors' graphs: skipped (%s is absent).\n", dir);
-    }
-    if (argc > 1 && !strcmp(argv[1], "--scale")) { /* the scale table alone */
-        scale();
-        return 0;
     }
     zoo();
     timing(dir);

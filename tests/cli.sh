@@ -58,6 +58,18 @@ head -c 300 /dev/urandom >"$tmp/noise.txt"
 expect_error "binary dump" "noise.txt" $REMAT plan "$tmp/noise.txt"
 expect_error "zoo argument" "unknown argument" $REMAT zoo --nope
 expect_error "lattice strategy" "applies to exact-tc and exact-mc" $REMAT plan resnet18 --authors-lattice
+expect_error "bad coarse pairs" "'x' is not a whole number from 1" $REMAT plan resnet18 --coarse-pairs x
+# The DP's pairs from coarse to fine (docs/planners.md): by default not on a graph this
+# small (the same plan as every pair), forced (--coarse-pairs 1) a plan within the
+# budget, whose chain differs here (GPT-2 of 48 layers a tenth of the way from approx-tc's
+# least budget to none's peak).
+cp_json() { $REMAT plan gpt2 --layers 48 --batch 1 --strategy approx-tc --budget 5831174412 --json "$@" 2>&1 | sed -E 's/"plan_seconds":[^,}]*//'; }
+cp_def=$(cp_json); cp_never=$(cp_json --coarse-pairs never); cp_one=$(cp_json --coarse-pairs 1)
+if [ -n "$cp_def" ] && [ "$cp_def" = "$cp_never" ] && [ "$cp_one" != "$cp_def" ] &&
+   echo "$cp_one" | grep -q '"feasible":true' &&
+   [ "$(echo "$cp_one" | sed -n 's/.*"total_peak_bytes":\([0-9]*\).*/\1/p')" -le 5831174412 ]; then
+    ok "plan --coarse-pairs"
+else fail "plan --coarse-pairs" "default/never/1 differ as they should not: $(echo "$cp_one" | head -c 300)"; fi
 
 # --authors-lattice: fewer lower sets, never a smaller minimum budget
 if $REMAT plan resnet18 --batch 2 --input-size 64x64 --strategy exact-mc --budget min --json >"$tmp/e1.json" &&

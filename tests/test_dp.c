@@ -15,6 +15,7 @@
  * Seed: REMAT_SEED (printed); each random test restarts from it, so one can be rerun.
  */
 #include "plan_util.h"
+#include "plan/dp_coarse.h"
 
 /* ------------------------------------------------- chains, by brute force */
 
@@ -259,7 +260,8 @@ static void chain_free(struct chain *c)
  * deepens from it: the same chain as the search without the cap.
  */
 static void check_same_chain(const struct dag *d, const struct lsets *ls, size_t budget,
-                             const struct chain *want, const char *what, int gi)
+                             int64_t coarse_at, const struct chain *want, const char *what,
+                             int gi)
 {
     struct chain c;
     struct dp_result res;
@@ -267,7 +269,7 @@ static void check_same_chain(const struct dag *d, const struct lsets *ls, size_t
 
     chain_alloc(&c, d->n);
     kusumoto_set_trial(1);
-    st = kusumoto_plan(d, ls, false, budget, NULL, &c, &res);
+    st = kusumoto_plan(d, ls, false, budget, coarse_at, NULL, &c, &res);
     kusumoto_set_trial(0);
     CHECK_OR(st == REMAT_OK && res.feasible, goto out, "graph %d %s-tc B=%zu, capped: %s", gi,
              what, budget, st ? remat_errmsg() : "infeasible");
@@ -288,8 +290,9 @@ out:
  * reported, and its optimality.
  */
 static void check_plan_at(const struct hg *g, const struct dag *d, const struct lsets *ls,
-                          const struct best *want, size_t budget, const bset *fam,
-                          int32_t n_fam, const char *what, int gi, struct dp_counts *k)
+                          const struct best *want, size_t budget, int64_t coarse_at,
+                          const bset *fam, int32_t n_fam, const char *what, int gi,
+                          struct dp_counts *k)
 {
     double tv = 0;
     struct chain c;
@@ -301,7 +304,7 @@ static void check_plan_at(const struct hg *g, const struct dag *d, const struct 
         const char *how = mc ? "mc" : "tc";
         struct dp_result res;
         struct cinfo ci;
-        remat_status st = kusumoto_plan(d, ls, mc, budget, NULL, &c, &res);
+        remat_status st = kusumoto_plan(d, ls, mc, budget, coarse_at, NULL, &c, &res);
 
         k->n_plans++;
         CHECK_OR(st == REMAT_OK, break, "graph %d %s-%s B=%zu: %s", gi, what, how, budget,
@@ -325,7 +328,7 @@ static void check_plan_at(const struct hg *g, const struct dag *d, const struct 
               "graph %d %s-%s: overhead %.17g, the chain's %.17g / %.17g", gi, what, how,
               res.overhead, ci.t, tv);
         if (!mc)
-            check_same_chain(d, ls, budget, &c, what, gi);
+            check_same_chain(d, ls, budget, coarse_at, &c, what, gi);
         if (!mc && g->int_t)
             CHECK(ci.t == want->min_t, "graph %d (%d nodes) %s-tc B=%zu: overhead %g, least "
                   "%g", gi, g->n, what, budget, ci.t, want->min_t);
@@ -383,7 +386,7 @@ static size_t check_dp(const struct hg *g, const struct dag *d, const struct lse
     for (int i = 0; i < nb; i++) {
         struct best want = bf_best(tr, n_tr, budgets[i]);
 
-        check_plan_at(g, d, ls, &want, budgets[i], fam, n_fam, what, gi, k);
+        check_plan_at(g, d, ls, &want, budgets[i], INT64_MAX, fam, n_fam, what, gi, k);
     }
     return hi;
 }
@@ -459,6 +462,9 @@ static void test_dp_brute(void)
 
 /* -------------------------------------------- multi-word graphs, Pareto DP */
 
+#define NARROW_CAP 40000
+#define NARROW_DP 400
+
 struct pp {
     size_t c;   /* cached memory so far */
     double x;   /* the running bound, or the overhead */
@@ -500,14 +506,22 @@ static void pf_add(struct pfront *f, size_t c, double x)
     f->p[lo] = (struct pp){c, x};
 }
 
+/* The pairs the coarse-to-fine DP considers (dp_coarse.h), on sets sorted here by size:
+ * each set's place in the family lsets_build sorted (ls), and the coarse sets of it. */
+struct restrict_to {
+    const struct dp_coarse *co;
+    int32_t at[NARROW_DP];
+};
+
 /*
  * Over sets (all the lower sets, sorted by size): with min_bound, the least max M(i)
  * over all chains (returned in *x); else, at the budget, the least overhead (*x) and the
  * least cached memory (*c) with the least overhead among those (*t_at_c). False when no
- * chain fits.
+ * chain fits. With r, only the blocks the coarse-to-fine DP considers.
  */
 static bool pareto_dp(const struct hg *g, const struct sinfo *sets, int32_t n, bool min_bound,
-                      size_t budget, double *x, size_t *c, double *t_at_c)
+                      size_t budget, const struct restrict_to *r, double *x, size_t *c,
+                      double *t_at_c)
 {
     struct pfront *f = calloc((size_t)n, sizeof *f);
     const struct pfront *last;
@@ -521,6 +535,8 @@ static bool pareto_dp(const struct hg *g, const struct sinfo *sets, int32_t n, b
             double dt = 0;
 
             if (f[i].n == 0 || sets[i].size >= sets[j].size || !bs_sub(&sets[i].s, &sets[j].s))
+                continue;
+            if (r && !dp_coarse_allows(r->co, r->at[i], r->at[j]))
                 continue;
             for (int32_t v = 0; v < g->n; v++) {
                 if (!bs_has(&sets[j].s, v) || bs_has(&sets[i].s, v))
@@ -559,17 +575,45 @@ static bool pareto_dp(const struct hg *g, const struct sinfo *sets, int32_t n, b
     return any;
 }
 
-#define NARROW_CAP 40000
-#define NARROW_DP 400
+/*
+ * The DP with its pairs restricted from coarse to fine (forced: coarse_at 1) against
+ * pareto_dp over the same pairs, found here from the family's order and the coarse sets
+ * (dp_coarse_init, whose choice is not what is tested; the pairs it allows are); where
+ * they hold no chain, the DP plans over every pair, so the answer is want's.
+ */
+static void check_coarse(const struct hg *g, const struct dag *d, const struct lsets *ls,
+                         const struct sinfo *si, int32_t n_sets, size_t budget,
+                         const struct best *want, const bset *fam, int32_t n_fam, int gi,
+                         struct dp_counts *k)
+{
+    static struct restrict_to r;
+    struct dp_coarse co;
+    struct best w;
+
+    REMAT_ASSERT_TEST(ls->n == n_sets && dp_coarse_init(&co, d, ls, dp_coarse_runs(ls->n)));
+    r.co = &co;
+    for (int32_t i = 0; i < n_sets; i++) { /* the sets of ls are those of si, by bits */
+        r.at[i] = -1;
+        for (int32_t q = 0; q < ls->n && r.at[i] < 0; q++)
+            if (!memcmp(lsets_bits(ls, q), si[i].s.w, sizeof(uint64_t) * (size_t)ls->words))
+                r.at[i] = q;
+        REMAT_ASSERT_TEST(r.at[i] >= 0);
+    }
+    w.feasible = pareto_dp(g, si, n_sets, false, budget, &r, &w.min_t, &w.min_c,
+                           &w.t_at_min_c);
+    check_plan_at(g, d, ls, w.feasible ? &w : want, budget, 1, fam, n_fam, "coarse", gi, k);
+    dp_coarse_fini(&co);
+}
 
 /* Lower sets of 65..184-node graphs (several words), and the DP on those with at most
- * NARROW_DP lower sets against pareto_dp over them. */
+ * NARROW_DP lower sets against pareto_dp over them (and over the pairs the coarse-to-
+ * fine restriction allows, check_coarse). */
 static void test_multiword(void)
 {
     static struct hg g;
     static bset all[NARROW_CAP], fam[HN + 2];
     static struct sinfo si[NARROW_DP];
-    struct dp_counts k = {0, 0, 0};
+    struct dp_counts k = {0, 0, 0}, kc = {0, 0, 0};
     int n_graphs = 0, n_dp = 0, n_skip = 0, words[4] = {0};
 
     reseed(3);
@@ -608,7 +652,7 @@ static void test_multiword(void)
             for (int32_t i = 0; i < n_sets; i++)
                 set_info(&g, &sets[i], &si[i]);
             qsort(si, (size_t)n_sets, sizeof *si, cmp_sinfo);
-            REMAT_ASSERT_TEST(pareto_dp(&g, si, n_sets, true, 0, &x, &c, &t_at_c));
+            REMAT_ASSERT_TEST(pareto_dp(&g, si, n_sets, true, 0, NULL, &x, &c, &t_at_c));
             lo = (size_t)x;
             if (lsets_build(&d, fi ? LS_APPROX : LS_EXACT, NULL, 1 << 20, &ls)) {
                 CHECK(false, "graph %d: %s", gi, remat_errmsg());
@@ -627,20 +671,24 @@ static void test_multiword(void)
             for (int i = 0; i < 4; i++) {
                 struct best want;
 
-                want.feasible = pareto_dp(&g, si, n_sets, false, budgets[i], &want.min_t,
+                want.feasible = pareto_dp(&g, si, n_sets, false, budgets[i], NULL, &want.min_t,
                                           &want.min_c, &want.t_at_min_c);
-                check_plan_at(&g, &d, &ls, &want, budgets[i], fi ? fam : NULL, n_fam,
-                              fi ? "approx" : "exact", gi, &k);
+                check_plan_at(&g, &d, &ls, &want, budgets[i], INT64_MAX, fi ? fam : NULL,
+                              n_fam, fi ? "approx" : "exact", gi, &k);
+                if (fi)
+                    check_coarse(&g, &d, &ls, si, n_sets, budgets[i], &want, fam, n_fam, gi,
+                                 &kc);
             }
             lsets_fini(&ls);
         }
         dag_fini(&d);
     }
     printf("  %d graphs of 65..184 nodes (%d of 2 words, %d of 3; %d skipped: over %d lower "
-           "sets); %d DP families; %d plans (%d feasible, %d infeasible)\n", n_graphs,
-           words[2], words[3], n_skip, NARROW_CAP, n_dp, k.n_plans, k.n_feasible,
-           k.n_infeasible);
-    CHECK(n_graphs >= 30 && n_dp >= 40 && k.n_infeasible > 10, "too few cases");
+           "sets); %d DP families; %d plans (%d feasible, %d infeasible); coarse to fine: "
+           "%d plans (%d feasible)\n", n_graphs, words[2], words[3], n_skip, NARROW_CAP,
+           n_dp, k.n_plans, k.n_feasible, k.n_infeasible, kc.n_plans, kc.n_feasible);
+    CHECK(n_graphs >= 30 && n_dp >= 40 && k.n_infeasible > 10 && kc.n_feasible > 100,
+          "too few cases");
 }
 
 int main(void)

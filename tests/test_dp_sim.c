@@ -230,7 +230,7 @@ static void test_min_budget(void)
         CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &mb));
         CHECK(mb <= least + least / 100000 + 1, "graph %d: least budget %zu above a "
               "sampled chain's %zu", gi, mb, least);
-        CHECK_OK(kusumoto_plan(&d, &ls, true, mb, NULL, &c, &res));
+        CHECK_OK(kusumoto_plan(&d, &ls, true, mb, INT64_MAX, NULL, &c, &res));
         CHECK(res.feasible && res.bound <= mb, "graph %d: bound %zu at budget %zu", gi,
               res.bound, mb);
         if (res.feasible && chain_lower(tg, &d, &c, &s) == REMAT_OK &&

@@ -43,6 +43,11 @@ static void help(FILE *f)
             "                      reproduces their figures, never beats the default\n"
             "  --authors-bound     the DPs: the authors' bound of a block's peak instead\n"
             "                      of the simulator's model (reproduces their budgets)\n"
+            "  --coarse-pairs N|never  approx-tc/-mc: past N pairs of lower sets within the\n"
+            "                      budget (default 2^24) long blocks join only coarse sets,\n"
+            "                      where the graph narrows (far faster on graphs of\n"
+            "                      thousands of nodes); never: every pair, the flat DP that\n"
+            "                      this is judged by; 1: always\n"
             "  --max-lower-sets N  cap for the exact DP (default 100000: its pair loop grows\n"
             "                      as the square; GoogLeNet's 27,358 sets take ~10 s)\n"
             "  --time-limit S      seconds for `optimal` (default 60)\n"
@@ -313,7 +318,13 @@ static int plan_option(struct plan_cmd *c, int argc, char **argv, int *i)
         return (c->strategy = cli_value(argc, argv, i)) ? 1 : -1;
     else if (!strcmp(a, "--budget"))
         return (v = cli_value(argc, argv, i)) && cli_parse_budget(a, v, &c->po) ? 1 : -1;
-    else if (!strcmp(a, "--max-lower-sets"))
+    else if (!strcmp(a, "--coarse-pairs")) {
+        if (!(v = cli_value(argc, argv, i)))
+            return -1;
+        if (!strcmp(v, "never"))
+            return c->po.coarse_pairs = -1, 1;
+        return cli_parse_i64(a, v, 1, INT64_MAX, &c->po.coarse_pairs) ? 1 : -1;
+    } else if (!strcmp(a, "--max-lower-sets"))
         return (v = cli_value(argc, argv, i)) &&
                cli_parse_i64(a, v, 1, 100000000, &c->po.max_lower_sets) ? 1 : -1;
     else if (!strcmp(a, "--time-limit"))

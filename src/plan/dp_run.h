@@ -5,6 +5,7 @@
 #ifndef REMAT_DP_RUN_H
 #define REMAT_DP_RUN_H
 
+#include "plan/dp_coarse.h"
 #include "plan/dp_pairs.h"
 #include "plan/kusumoto.h"
 
@@ -32,6 +33,7 @@ struct dp {
     const int64_t *room;         /* per set (may be NULL): the most cached memory from
                                     which V can still be reached; -1 none (dp_bounds) */
     struct dp_pairs pc;          /* the usable pairs, kept (pc.p NULL: none kept) */
+    const struct dp_coarse *co;  /* NULL, or the pairs restricted from coarse to fine */
     const int64_t *lag;          /* per set (may be NULL): H_D (dp_lagrange.c) */
     int64_t lag_d;               /* its D, bytes per unit of overhead */
     size_t max_pts;              /* a run stops (capped) past this many states; 0: none */

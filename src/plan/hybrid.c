@@ -233,7 +233,7 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
     if ((st = lsets_build(&d, LS_APPROX, NULL, 0, &ls)) ||
         (st = kusumoto_min_budget(&d, &ls, NULL, &lo)))
         goto out;
-    if ((st = kusumoto_plan(&d, &ls, true, lo, NULL, &c, &res)))
+    if ((st = kusumoto_plan(&d, &ls, true, lo, 0, NULL, &c, &res)))
         goto out;
     if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))
         goto out;
@@ -247,7 +247,7 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
                 goto out;
             sw = &thin;
         }
-        if ((st = kusumoto_plan(&d, sw, false, at, NULL, &c, &res)))
+        if ((st = kusumoto_plan(&d, sw, false, at, 0, NULL, &c, &res)))
             goto out;
         if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))
             goto out;
@@ -259,7 +259,7 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
         ((st = lsets_build(&d, LS_APPROX, NULL, 0, &ls2)) ||
          (st = dp_sim_new(tg, &d, &ls2, &ls2.sim)) ||
          (st = kusumoto_min_budget(&d, &ls2, NULL, &lo)) ||
-         (st = kusumoto_plan(&d, &ls2, true, lo, NULL, &c, &res)) ||
+         (st = kusumoto_plan(&d, &ls2, true, lo, 0, NULL, &c, &res)) ||
          (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))))
         goto out;
 out:

@@ -128,10 +128,13 @@ static int32_t first_start(const struct dp *p, int32_t j)
 }
 
 /* The usable pairs ending at L_j, i ascending: from the kept ones when there are (those
- * kept at a larger budget filtered to this one), otherwise worked out (pair_block).
- * With live, only those from sets that hold states, tested before the pair's work. */
+ * kept at a larger budget filtered to this one), otherwise worked out (pair_block);
+ * with p->co, only those it allows (the coarse sets before the fine reach of L_j, when
+ * L_j is coarse, then that reach). With live, only those from sets that hold states,
+ * tested before the pair's work. */
 struct pair_it {
     int32_t j, i;      /* the next i to try (no pairs kept) */
+    int32_t ck, s;     /* with p->co: the next coarse set's place, and the fine reach */
     size_t e, end;     /* the next kept pair and the row's end */
     bool live;         /* only pairs from sets that hold states (a run's fr_n) */
 };
@@ -142,7 +145,12 @@ static void pairs_begin(const struct dp *p, int32_t j, bool live, struct pair_it
 
     it->j = j;
     it->live = live;
-    it->i = fs;
+    it->i = it->s = fs;
+    it->ck = 0;
+    if (p->co) {
+        it->s = it->i = p->co->near[j] > fs ? p->co->near[j] : fs;
+        it->ck = p->co->is[j] && fs < it->s ? dp_coarse_from(p->co, fs) : p->co->k;
+    }
     if (p->pc.p) {
         size_t lo = p->pc.at[j], hi = p->pc.at[j + 1];
 
@@ -179,6 +187,15 @@ pairs_next(const struct dp *p, struct pair_it *it, int32_t *i, int32_t *dt, size
         }
         return false;
     }
+    if (p->co) /* the coarse sets before the fine reach */
+        while (it->ck < p->co->k && p->co->idx[it->ck] < it->s) {
+            int32_t k = p->co->idx[it->ck++];
+
+            if ((!it->live || p->fr_n[k] > 0) && pair_block(p, k, it->j, dt, dm, c)) {
+                *i = k;
+                return true;
+            }
+        }
     for (int32_t k = it->i; k < it->j; k++) /* locals, kept in registers */
         if ((!it->live || p->fr_n[k] > 0) && pair_block(p, k, it->j, dt, dm, c)) {
             *i = k;
@@ -189,11 +206,27 @@ pairs_next(const struct dp *p, struct pair_it *it, int32_t *i, int32_t *dt, size
     return false;
 }
 
+/* The pairs a run at p's budget visits (kusumoto_pairs, restricted by p->co). */
+static int64_t run_pairs(const struct dp *p)
+{
+    int64_t n = 0;
+
+    for (int32_t j = 1; j < p->ls->n; j++) {
+        struct pair_it it;
+
+        pairs_begin(p, j, false, &it);
+        n += j - it.s;
+        if (p->co && it.ck < p->co->k)
+            n += dp_coarse_from(p->co, it.s) - it.ck;
+    }
+    return n;
+}
+
 /* Keeps the usable pairs of the run's budget (runs at smaller budgets filter them), when
  * they number at most DP_PAIRS_MAX; false only when out of memory. */
 bool dp_keep_pairs(struct dp *p)
 {
-    int64_t n = kusumoto_pairs(p->ls, p->budget);
+    int64_t n = run_pairs(p);
     struct dp_pairs pc = {0};
     struct pair_it it;
 
@@ -474,7 +507,7 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
         if (mode == DP_FRONTIER)
             for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
                 relax(p, &a, i, j, dt, dm, c);
-        else if (p->pc.p)
+        else if (p->pc.p || p->co)
             for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
                 relax_one(p, mode, &a.one, i, j, dt, dm, c);
         else /* the same, without the iterator's cost (the bisection's first runs) */
@@ -603,10 +636,11 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
 }
 
 remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
-                           size_t budget, const struct dp_progress *pg, struct chain *c,
-                           struct dp_result *res)
+                           size_t budget, int64_t coarse_at, const struct dp_progress *pg,
+                           struct chain *c, struct dp_result *res)
 {
     struct dp p;
+    struct dp_coarse co = {0};
     int32_t set, pt, nb = 0, last = ls->n - 1;
     int32_t *sets = NULL, *lb = NULL;
     int64_t *room = NULL, *lag = NULL;
@@ -618,11 +652,24 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
         return st;
     p.pg = pg;
     p.stage = "DP: least memory";
+    if (coarse_at ? kusumoto_pairs(ls, budget) > coarse_at
+                  : ls->n > DP_COARSE_MIN_SETS && kusumoto_pairs(ls, budget) > DP_COARSE_PAIRS) {
+        if (!dp_coarse_init(&co, d, ls, dp_coarse_runs(ls->n))) {
+            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+            goto out;
+        }
+        p.co = &co;
+    }
     /* Memory-centric: the least cached memory at V (then the least overhead), which is
      * the last point of V's Pareto frontier; one state per set finds it exactly, since
      * transitions add the same (t, m) to every state and allow the smaller m first. */
     if ((st = dp_run(&p, DP_MIN_M, NULL, 0)))
         goto out;
+    if (p.fr_n[last] == 0 && p.co) { /* only the flat pairs fit: all of them */
+        p.co = NULL;
+        if ((st = dp_run(&p, DP_MIN_M, NULL, 0)))
+            goto out;
+    }
     if (p.fr_n[last] == 0)
         goto out; /* infeasible */
     if (!memory_centric && (st = dp_least_time(&p, &lb, &room, &lag)))
@@ -693,6 +740,8 @@ out:
     core_free(p.al, room, sizeof *room * (size_t)ls->n);
     core_free(p.al, lag, sizeof *lag * (size_t)ls->n);
     dp_fini(&p);
+    if (co.idx)
+        dp_coarse_fini(&co);
     return st;
 }
 

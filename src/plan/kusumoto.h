@@ -18,10 +18,19 @@ struct dp_progress {
     void *ud;
 };
 
-/* The chain at activation budget B; c->block and c->kept have d->n entries. */
+/* Past this many pairs within the window of the budget (kusumoto_pairs), and on
+ * families of more than DP_COARSE_MIN_SETS sets, kusumoto_plan considers the pairs
+ * restricted from coarse to fine (dp_coarse.h). */
+#define DP_COARSE_PAIRS ((int64_t)1 << 24)
+#define DP_COARSE_MIN_SETS 256
+
+/* The chain at activation budget B; c->block and c->kept have d->n entries. coarse_at:
+ * the pairs past which the DP restricts them from coarse to fine (0: DP_COARSE_PAIRS
+ * on families of more than DP_COARSE_MIN_SETS sets; INT64_MAX: never, the flat DP);
+ * where the restricted pairs find no chain, all of them are tried. */
 remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
-                           size_t budget, const struct dp_progress *pg, struct chain *c,
-                           struct dp_result *res);
+                           size_t budget, int64_t coarse_at, const struct dp_progress *pg,
+                           struct chain *c, struct dp_result *res);
 /* The pairs of lower sets a run at budget B visits (its work: those whose block stays
  * within the window of B). */
 int64_t kusumoto_pairs(const struct lsets *ls, size_t budget);

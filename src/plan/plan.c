@@ -46,15 +46,20 @@ remat_status planner_finish(const remat_tgraph *tg, remat_schedule **s)
 }
 
 /* The DP's chain at budget B, lowered (*out stays NULL when infeasible). */
+struct dp_ask {
+    bool mc;        /* memory-centric */
+    int64_t coarse; /* kusumoto_plan's coarse_at */
+    const struct dp_progress *pg;
+};
+
 static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
-                               const struct lsets *ls, bool mc, size_t budget,
-                               const struct dp_progress *pg, struct chain *c,
-                               struct dp_result *res, remat_schedule **out)
+                               const struct lsets *ls, const struct dp_ask *q, size_t budget,
+                               struct chain *c, struct dp_result *res, remat_schedule **out)
 {
     remat_status st;
 
     *out = NULL;
-    if ((st = kusumoto_plan(d, ls, mc, budget, pg, c, res)) || !res->feasible)
+    if ((st = kusumoto_plan(d, ls, q->mc, budget, q->coarse, q->pg, c, res)) || !res->feasible)
         return st;
     if ((st = chain_lower(tg, d, c, out)))
         return st;
@@ -154,11 +159,13 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
                             size_t *budget, remat_schedule **out, remat_plan_info *info,
                             struct plan_memo *memo)
 {
-    bool mc = o->strategy == REMAT_STRATEGY_APPROX_MC || o->strategy == REMAT_STRATEGY_EXACT_MC;
     struct dp_memo *dm = NULL;
     struct chain c = {0, NULL, NULL};
     struct dp_result res;
     struct dp_progress pg = {o->progress, o->progress_ud};
+    struct dp_ask q = {o->strategy == REMAT_STRATEGY_APPROX_MC ||
+                           o->strategy == REMAT_STRATEGY_EXACT_MC,
+                       o->coarse_pairs < 0 ? INT64_MAX : o->coarse_pairs, &pg};
     size_t peak;
     remat_status st;
 
@@ -174,7 +181,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
     }
     if (o->budget_min && (st = dp_min_budget(dm, &pg, budget)))
         goto out;
-    if ((st = plan_dp_at(tg, &dm->d, &dm->ls, mc, *budget, &pg, &c, &res, out)))
+    if ((st = plan_dp_at(tg, &dm->d, &dm->ls, &q, *budget, &c, &res, out)))
         goto out;
     if (!res.feasible) {
         size_t min_b = 0, sim = SIZE_MAX;
@@ -183,7 +190,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
          * fit the budget when simulated, and then it is the plan (the budget fit would
          * otherwise come back for it with a larger budget). */
         if (!(st = dp_min_budget(dm, &pg, &min_b)) &&
-            !(st = plan_dp_at(tg, &dm->d, &dm->ls, mc, min_b, &pg, &c, &res, out)) &&
+            !(st = plan_dp_at(tg, &dm->d, &dm->ls, &q, min_b, &c, &res, out)) &&
             res.feasible &&
             !(st = planner_sim_peak(tg, *out, &sim)) && sim <= *budget)
             goto fits;
@@ -221,7 +228,7 @@ fits:
             size_t mid = lo + (hi - lo) / 2;
             remat_schedule *s = NULL;
 
-            if ((st = plan_dp_at(tg, &dm->d, &dm->ls, mc, mid, &pg, &c, &res, &s)))
+            if ((st = plan_dp_at(tg, &dm->d, &dm->ls, &q, mid, &c, &res, &s)))
                 break;
             if (res.feasible && !(st = planner_sim_peak(tg, s, &peak)) && peak <= target) {
                 remat_schedule_free(fit);
@@ -242,7 +249,7 @@ fits:
 
             /* The smallest budget that works: the simulated peak at the DP's minimum. */
             if (!(st = dp_min_budget(dm, &pg, &min_b)) &&
-                !(st = plan_dp_at(tg, &dm->d, &dm->ls, mc, min_b, &pg, &c, &res, &fit)) &&
+                !(st = plan_dp_at(tg, &dm->d, &dm->ls, &q, min_b, &c, &res, &fit)) &&
                 !(st = planner_sim_peak(tg, fit, &peak)))
                 st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan's simulated peak fits an "
                                 "activation budget of %zu bytes; the smallest that fits is "
