@@ -388,10 +388,12 @@ typedef struct remat_plan_opts {
     bool authors_bound;      /* the DPs: the authors' peak bound of a block (2 M(Vi) +
                                 the boundary terms) instead of the simulator's model */
     int64_t coarse_pairs;    /* approx-tc/-mc: past this many pairs of lower sets within
-                                the budget's window, a block longer than a few runs of
-                                the family joins coarse sets only (where the graph
-                                narrows; docs/planners.md); 0: 2^24 (on families of
-                                over 256 sets); -1: never, every pair (the flat DP) */
+                                the budget's window, blocks longer than a few runs of the
+                                family join coarse sets only (where the graph narrows;
+                                docs/planners.md); 0: where the window is wide on a large
+                                family (past 2^22 pairs time-centric, 2^24 memory-centric,
+                                and 8 times the restricted ones); -1: never, every pair
+                                (the flat DP) */
     double bandwidth;        /* host-tier copy bandwidth, bytes/s (offload plans);
                                 0: REMAT_DEFAULT_BANDWIDTH */
     double flops;            /* compute rate, FLOP/s, for the same time model;

@@ -691,6 +691,53 @@ static void test_multiword(void)
           "too few cases");
 }
 
+/*
+ * The default's choice of pairs (coarse_at 0) on GPT-2 of 150 layers (5,558 lower
+ * sets): flat at the least budget (a narrow window), restricted at a wide one (half of M(V): past 2^22 pairs and 8 times the restricted
+ * ones) and there within the budget, within 2% of the flat DP's overhead; never with
+ * coarse_at INT64_MAX.
+ */
+static void test_coarse_default(void)
+{
+    remat_zoo_opts zo = {.batch = 1, .layers = 150};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    struct dag d;
+    struct lsets ls;
+    struct chain c;
+    struct dp_result lo, wide, flat;
+    size_t mb = 0, B;
+
+    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, &g));
+    CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
+    if (!tg)
+        goto out;
+    REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
+    REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK);
+    chain_alloc(&c, d.n);
+    B = ls.m[ls.n - 1] / 2;
+    CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &mb));
+    CHECK_OK(kusumoto_plan(&d, &ls, false, mb, 0, NULL, &c, &lo));
+    CHECK(lo.feasible && !lo.coarse, "least budget %zu: feasible %d, restricted %d", mb,
+          lo.feasible, lo.coarse);
+    CHECK_OK(kusumoto_plan(&d, &ls, false, B, INT64_MAX, NULL, &c, &flat));
+    CHECK_OK(kusumoto_plan(&d, &ls, false, B, 0, NULL, &c, &wide));
+    CHECK(flat.feasible && !flat.coarse && wide.feasible && wide.coarse,
+          "budget %zu: flat %d/%d, default %d/%d", B, flat.feasible, flat.coarse,
+          wide.feasible, wide.coarse);
+    CHECK(wide.bound <= B && wide.overhead <= flat.overhead * 1.02,
+          "budget %zu: bound %zu, overhead %.6f against the flat DP's %.6f", B, wide.bound,
+          wide.overhead, flat.overhead);
+    printf("  %d lower sets; least budget %zu (flat); at %zu restricted: overhead %.6f, "
+           "flat %.6f\n", ls.n, mb, B, wide.overhead, flat.overhead);
+    chain_free(&c);
+    lsets_fini(&ls);
+    dag_fini(&d);
+out:
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 int main(void)
 {
     const char *env = getenv("REMAT_SEED");
@@ -698,5 +745,6 @@ int main(void)
     seed = env && *env ? strtoull(env, NULL, 0) : 20240611u;
     RUN_TIMED(test_dp_brute);
     RUN_TIMED(test_multiword);
+    RUN_TIMED(test_coarse_default);
     return harness_end();
 }

@@ -14,7 +14,8 @@
  * -1) is measured in docs/planners.md ("Seventh round"): where the default restricts
  * (GPT-2 of 1,000 layers above its least budget) the same or a lower peak and overhead;
  * forced onto smaller graphs and tight budgets it can lose (GPT-2 of 1,000 layers at its
- * least budget: a 7.7% higher peak), which is why the default waits for 2^24 pairs.
+ * least budget: a 7.7% higher peak), which is why the default waits for a wide window
+ * on a large family (kusumoto.h).
  *
  * Pairs into a fine set: at most the sets of its DP_COARSE_REACH + 1 runs before it;
  * into a coarse set, those and the coarse sets of the window. With k about the cube

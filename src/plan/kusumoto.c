@@ -643,7 +643,7 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
     struct dp_coarse co = {0};
     int32_t set, pt, nb = 0, last = ls->n - 1;
     int32_t *sets = NULL, *lb = NULL;
-    int64_t *room = NULL, *lag = NULL;
+    int64_t *room = NULL, *lag = NULL, flat = 0;
     double recomputed = 0, total = 0;
     remat_status st;
 
@@ -652,13 +652,17 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
         return st;
     p.pg = pg;
     p.stage = "DP: least memory";
-    if (coarse_at ? kusumoto_pairs(ls, budget) > coarse_at
-                  : ls->n > DP_COARSE_MIN_SETS && kusumoto_pairs(ls, budget) > DP_COARSE_PAIRS) {
+    if (coarse_at == 0 ? ls->n > DP_COARSE_MIN_SETS &&
+                             (flat = kusumoto_pairs(ls, budget)) >
+                                 (memory_centric ? DP_COARSE_PAIRS_MC : DP_COARSE_PAIRS_TC)
+                       : kusumoto_pairs(ls, budget) > coarse_at) {
         if (!dp_coarse_init(&co, d, ls, dp_coarse_runs(ls->n))) {
             st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
             goto out;
         }
         p.co = &co;
+        if (coarse_at == 0 && run_pairs(&p) * DP_COARSE_GAIN > flat)
+            p.co = NULL; /* a narrow window: every pair */
     }
     /* Memory-centric: the least cached memory at V (then the least overhead), which is
      * the last point of V's Pareto frontier; one state per set finds it exactly, since
@@ -675,6 +679,7 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
     if (!memory_centric && (st = dp_least_time(&p, &lb, &room, &lag)))
         goto out;
     res->feasible = true;
+    res->coarse = p.co != NULL;
     sets = core_calloc(p.al, (size_t)ls->n + 1, sizeof *sets);
     if (!sets) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");

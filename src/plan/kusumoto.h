@@ -10,6 +10,7 @@ struct dp_result {
     size_t bound;        /* the DP's peak bound: max over blocks of M(i) */
     double overhead;     /* the chain's recomputed T (exact, undiscretized) / T(V) */
     bool feasible;
+    bool coarse;         /* its pairs were restricted from coarse to fine (dp_coarse.h) */
 };
 
 /* Where the DP reports how far a pass is (remat_plan_opts.progress; fn may be NULL). */
@@ -18,16 +19,22 @@ struct dp_progress {
     void *ud;
 };
 
-/* Past this many pairs within the window of the budget (kusumoto_pairs), and on
- * families of more than DP_COARSE_MIN_SETS sets, kusumoto_plan considers the pairs
- * restricted from coarse to fine (dp_coarse.h). */
-#define DP_COARSE_PAIRS ((int64_t)1 << 24)
+/* By default kusumoto_plan restricts the pairs from coarse to fine (dp_coarse.h) on
+ * families of more than DP_COARSE_MIN_SETS sets when the pairs within the budget's
+ * window (kusumoto_pairs) pass DP_COARSE_PAIRS_TC (time-centric: each pair is visited
+ * with a frontier in every run of the search) or DP_COARSE_PAIRS_MC (memory-centric:
+ * one state a set) and number at least DP_COARSE_GAIN times the restricted ones: a wide
+ * window over a large family. Near the least budget the window is narrow (GPT-2 of
+ * 1,000 layers: 2.4 times the restricted pairs), and there the restriction loses plans. */
+#define DP_COARSE_PAIRS_TC ((int64_t)1 << 22)
+#define DP_COARSE_PAIRS_MC ((int64_t)1 << 24)
+#define DP_COARSE_GAIN 8
 #define DP_COARSE_MIN_SETS 256
 
 /* The chain at activation budget B; c->block and c->kept have d->n entries. coarse_at:
- * the pairs past which the DP restricts them from coarse to fine (0: DP_COARSE_PAIRS
- * on families of more than DP_COARSE_MIN_SETS sets; INT64_MAX: never, the flat DP);
- * where the restricted pairs find no chain, all of them are tried. */
+ * the pairs past which the DP restricts them from coarse to fine (0: the default above;
+ * INT64_MAX: never, the flat DP); where the restricted pairs find no chain, all of them
+ * are tried. */
 remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
                            size_t budget, int64_t coarse_at, const struct dp_progress *pg,
                            struct chain *c, struct dp_result *res);
