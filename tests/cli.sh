@@ -58,7 +58,7 @@ head -c 300 /dev/urandom >"$tmp/noise.txt"
 expect_error "binary dump" "noise.txt" $REMAT plan "$tmp/noise.txt"
 expect_error "zoo argument" "unknown argument" $REMAT zoo --nope
 expect_error "lattice strategy" "applies to exact-tc and exact-mc" $REMAT plan resnet18 --authors-lattice
-expect_error "bad coarse pairs" "'x' is not a whole number from 1" $REMAT plan resnet18 --coarse-pairs x
+expect_error "bad coarse pairs" "'x' is neither a number of pairs (1 or more) nor 'never'" $REMAT plan resnet18 --coarse-pairs x
 # The DP's pairs from coarse to fine (docs/planners.md): by default not on a graph this
 # small (the same plan as every pair), forced (--coarse-pairs 1) a plan within the
 # budget, whose chain differs here (GPT-2 of 48 layers a tenth of the way from approx-tc's

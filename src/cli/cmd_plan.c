@@ -324,6 +324,11 @@ static int plan_option(struct plan_cmd *c, int argc, char **argv, int *i)
             return -1;
         if (!strcmp(v, "never"))
             return c->po.coarse_pairs = -1, 1;
+        if (strspn(v, "0123456789") != strlen(v) || !*v) {
+            cli_error(NULL, "%s: '%s' is neither a number of pairs (1 or more) nor 'never'",
+                      a, v);
+            return -1;
+        }
         return cli_parse_i64(a, v, 1, INT64_MAX, &c->po.coarse_pairs) ? 1 : -1;
     } else if (!strcmp(a, "--max-lower-sets"))
         return (v = cli_value(argc, argv, i)) &&
