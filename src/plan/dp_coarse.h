@@ -1,6 +1,6 @@
 /*
  * dp_coarse.h - the lower-set DP's pairs restricted from coarse to fine, for families
- * whose pairs within the budget's window number in the hundreds of millions.
+ * whose pairs within the budget's window number in the millions and more.
  *
  * Of the family (sorted by M), ∅, V and, in each run of about n / k consecutive sets,
  * the one of least boundary bytes M(∂(L)) (where the graph narrows: on a residual
@@ -20,7 +20,7 @@
  * Pairs into a fine set: at most the sets of its DP_COARSE_REACH + 1 runs before it;
  * into a coarse set, those and the coarse sets of the window. With k about the cube
  * root of 2 n^2, a few times n^(4/3) pairs in all (GPT-2 of 1,000 layers, 37,008 sets:
- * ~5 10^6, where the window of its halfway budget holds ~5 10^8).
+ * 3.7 10^6, where the window of its halfway budget holds 2.1 10^8).
  */
 #ifndef REMAT_DP_COARSE_H
 #define REMAT_DP_COARSE_H
