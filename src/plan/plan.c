@@ -45,13 +45,14 @@ remat_status planner_finish(const remat_tgraph *tg, remat_schedule **s)
     return REMAT_OK;
 }
 
-/* The DP's chain at budget B, lowered (*out stays NULL when infeasible). */
+/* What plan_dp asks of each DP run. */
 struct dp_ask {
     bool mc;        /* memory-centric */
     int64_t coarse; /* kusumoto_plan's coarse_at */
     const struct dp_progress *pg;
 };
 
+/* The DP's chain at budget B, lowered (*out stays NULL when infeasible). */
 static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
                                const struct lsets *ls, const struct dp_ask *q, size_t budget,
                                struct chain *c, struct dp_result *res, remat_schedule **out)
