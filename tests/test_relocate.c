@@ -222,6 +222,64 @@ static void test_random(void)
 
 /* DenseNet-121, batch 2, 32x32: hybrid at its least budget packs 18% above the load
  * (offloads interleave), so the plan holds the arena by moves. */
+/* layout_moves_check (the library's checker, a sweep that looks only at what changed
+ * at each step) against replay on relocated random sets and on mutants of them: an
+ * instance's offset shifted, a move's destination shifted, a wait dropped, the cap cut.
+ * The two must agree on every one, and most mutants must be refused. */
+static void test_checker_agrees(void)
+{
+    static struct instance in[200], bad[200];
+    static struct pin pins[200];
+    size_t refused = 0, tried = 0;
+
+    for (size_t s = 0; s < 120; s++) {
+        size_t n = 20 + urand(180), load, end = 0, cap;
+        struct moves mv = {0};
+
+        random_set(in, pins, n);
+        load = load_of(in, n);
+        cap = load + urand(3) * ALIGN;
+        if (layout_relocate(NULL, in, n, ALIGN, cap, pins, &mv, &end))
+            continue;
+        CHECK(layout_moves_check(in, n, &mv, pins, cap) && !replay(in, n, &mv, pins, cap),
+              "set %zu: a relocated set refused", s);
+        for (int kind = 0; kind < 4; kind++) {
+            struct move keep = {0};
+            size_t at = 0, c = cap;
+            bool ok, want;
+
+            memcpy(bad, in, sizeof *in * n);
+            if (kind == 0) { /* an instance elsewhere */
+                at = urand(n);
+                bad[at].offset = urand(2) && bad[at].offset >= ALIGN ? bad[at].offset - ALIGN
+                                                                      : bad[at].offset + ALIGN;
+            } else if (kind == 3) { /* less room */
+                c = cap - ALIGN;
+            } else if (mv.n) { /* a move to elsewhere, or one that no longer waits */
+                at = urand(mv.n);
+                keep = mv.m[at];
+                if (kind == 1)
+                    mv.m[at].to = mv.m[at].to >= ALIGN ? mv.m[at].to - ALIGN : mv.m[at].to + ALIGN;
+                else
+                    mv.m[at].waits = false;
+            } else {
+                continue;
+            }
+            ok = layout_moves_check(bad, n, &mv, pins, c);
+            want = replay(bad, n, &mv, pins, c) == NULL;
+            CHECK(ok == want, "set %zu mutant %d: layout_moves_check says %d, replay %d", s,
+                  kind, ok, want);
+            tried++;
+            refused += !ok;
+            if ((kind == 1 || kind == 2) && mv.n)
+                mv.m[at] = keep;
+        }
+        moves_fini(NULL, &mv);
+    }
+    printf("  %zu mutants, %zu refused by both checkers\n", tried, refused);
+    CHECK(tried > 200 && refused * 2 > tried, "%zu of %zu mutants refused", refused, tried);
+}
+
 static void test_train_with_moves(void)
 {
     remat_zoo_opts zo = {0};
@@ -283,6 +341,7 @@ int main(void)
     rng = seed;
     RUN(test_by_hand);
     RUN(test_random);
+    RUN(test_checker_agrees);
     RUN(test_train_with_moves);
     return harness_end();
 }

@@ -12,9 +12,12 @@ passed=0; failed=0; skipped=0; crashed=0
 for t in "$@" tests/cli.sh tests/report.sh tests/mpi.sh; do
     [ -e "$t" ] || continue
     echo "== $t"
+    t0=$(date +%s%N)
     if [ "${t%.sh}" != "$t" ]; then out=$(REMAT="$build/remat" bash "$t" 2>&1); rc=$?
     else out=$("$t" 2>&1); rc=$?; fi
     printf '%s\n' "$out" | grep -v '^RESULT '
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    printf '== %s: %d.%03d s\n' "$t" $((ms / 1000)) $((ms % 1000))
     res=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
     if [ -z "$res" ]; then
         echo "CRASH $t (exit $rc, no RESULT line)"; crashed=$((crashed + 1)); continue

@@ -393,10 +393,11 @@ static bool overlap(size_t a, size_t an, size_t b, size_t bn)
     return an && bn && a < b + bn && b < a + an;
 }
 
-/* The moves at boundary t, from *next on, checked and applied to off. */
+/* The moves at boundary t, from *next on, checked and applied to off; act: the
+ * instances live at t that were allocated before it (the holders of data). */
 static bool check_moves_at(const struct instance *inst, size_t n, const struct moves *mv,
                            const struct pin *pins, size_t cap, size_t t, size_t *next,
-                           size_t *off)
+                           size_t *off, const size_t *act, size_t na)
 {
     for (; *next < mv->n && mv->m[*next].step == t; (*next)++) {
         const struct move *m = &mv->m[*next];
@@ -408,37 +409,79 @@ static bool check_moves_at(const struct instance *inst, size_t n, const struct m
         for (int k = 0; pins && k < 2; k++) /* a pinned one is said to wait */
             if (pins[m->inst].lo[k] < t && t <= pins[m->inst].hi[k] && !m->waits)
                 return false;
-        for (size_t j = 0; j < n; j++) /* the copy overwrites no other holder of data */
-            if (j != m->inst && inst[j].first < t && t <= inst[j].last &&
-                overlap(m->to, m->bytes, off[j], inst[j].bytes))
+        for (size_t q = 0; q < na; q++) { /* the copy overwrites no other holder of data */
+            size_t j = act[q];
+
+            if (j != m->inst && overlap(m->to, m->bytes, off[j], inst[j].bytes))
                 return false;
+        }
         off[m->inst] = m->to;
     }
     return true;
 }
 
+static const struct instance *by_first_inst;
+
+static int cmp_first(const void *a, const void *b)
+{
+    size_t x = by_first_inst[*(const size_t *)a].first, y = by_first_inst[*(const size_t *)b].first;
+
+    return (x > y) - (x < y);
+}
+
+/*
+ * A sweep over the steps with the instances live at each: two instances that overlap
+ * at step t while neither started nor moved at t overlapped at t - 1 already (both were
+ * live there, at the same offsets), so each step checks only the pairs of one that
+ * started or moved there with another live one. Work: the live instances at each step
+ * times those that changed there, besides sorting them by allocation.
+ */
 bool layout_moves_check(const struct instance *inst, size_t n, const struct moves *mv,
                         const struct pin *pins, size_t cap)
 {
-    size_t steps = 0, next = 0, *off = calloc(n ? n : 1, sizeof *off);
-    bool ok = off != NULL;
+    size_t steps = 0, next = 0, at = 0, na = 0, nc;
+    size_t *off = calloc(n ? n : 1, sizeof *off), *ord = calloc(n ? n : 1, sizeof *ord);
+    size_t *act = calloc(n ? n : 1, sizeof *act), *chg = calloc(n ? n : 1, sizeof *chg);
+    bool ok = off && ord && act && chg;
 
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         steps = inst[i].last + 1 > steps ? inst[i].last + 1 : steps;
+        ord[i] = i;
+    }
+    by_first_inst = inst;
+    if (ok)
+        qsort(ord, n, sizeof *ord, cmp_first);
     for (size_t i = 1; ok && i < mv->n; i++)
         ok = mv->m[i - 1].step <= mv->m[i].step;
     for (size_t t = 0; ok && t < steps; t++) {
-        ok = check_moves_at(inst, n, mv, pins, cap, t, &next, off);
-        for (size_t i = 0; ok && i < n; i++)
-            if (inst[i].first == t) {
-                off[i] = inst[i].offset;
-                ok = !inst[i].bytes || off[i] + inst[i].bytes <= cap;
-            }
-        for (size_t i = 0; ok && i < n; i++)
-            for (size_t j = i + 1; ok && j < n; j++)
-                ok = !(inst[i].first <= t && t <= inst[i].last && inst[j].first <= t &&
-                       t <= inst[j].last && overlap(off[i], inst[i].bytes, off[j], inst[j].bytes));
+        size_t keep = 0, moved_from = next;
+
+        for (size_t q = 0; q < na; q++) /* those freed before t leave */
+            if (inst[act[q]].last >= t)
+                act[keep++] = act[q];
+        na = keep;
+        ok = check_moves_at(inst, n, mv, pins, cap, t, &next, off, act, na);
+        nc = 0;
+        for (size_t k = moved_from; ok && k < next; k++)
+            chg[nc++] = mv->m[k].inst;
+        for (; ok && at < n && inst[ord[at]].first <= t; at++) {
+            size_t i = ord[at];
+
+            off[i] = inst[i].offset;
+            ok = !inst[i].bytes || off[i] + inst[i].bytes <= cap;
+            if (inst[i].last < t)
+                continue; /* first > last: never live */
+            act[na++] = i;
+            chg[nc++] = i;
+        }
+        for (size_t c = 0; ok && c < nc; c++)
+            for (size_t q = 0; ok && q < na; q++)
+                ok = act[q] == chg[c] ||
+                     !overlap(off[chg[c]], inst[chg[c]].bytes, off[act[q]], inst[act[q]].bytes);
     }
     free(off);
+    free(ord);
+    free(act);
+    free(chg);
     return ok && next == mv->n;
 }

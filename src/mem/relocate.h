@@ -54,8 +54,8 @@ void moves_fini(const remat_allocator *al, struct moves *mv);
 
 /* True when the instances with their moves never overlap while live, every move takes
  * a live instance from where it is, no copy overwrites another live instance's bytes,
- * a pinned instance's move says it waits, and nothing passes cap; an O(n^2) check for
- * the tests. */
+ * a pinned instance's move says it waits, and nothing passes cap; a check for the
+ * tests (a sweep, independent of layout_relocate's bookkeeping). */
 bool layout_moves_check(const struct instance *inst, size_t n, const struct moves *mv,
                         const struct pin *pins, size_t cap);
 
