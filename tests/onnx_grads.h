@@ -274,8 +274,11 @@ static void run_backend(const char *model, int size, int batch, const char *dir,
     worst = check_grads(t, &grads, masks.n ? tol : REL_TOL, model, bname, &worst_name);
     worst_m = worst;
     worst_m_name = worst_name;
-    /* against float64 with remat's own patterns at the kinks: the literal 1e-4 */
-    if (masks.n) {
+    /* against float64 with remat's own patterns at the kinks: the literal 1e-4; where
+     * plain float64 already agrees within it, that is the criterion met against the
+     * more independent reference, and the masked one (a second PyTorch run per
+     * backend, 40 s and more for VGG-11 at 224x224) would only repeat it */
+    if (masks.n && worst > REL_TOL) {
         char extra[1400];
 
         snprintf(extra, sizeof extra, "--masks %s/masks_%s.bin %s/grads_%s.prm", dir, bname,
@@ -291,9 +294,13 @@ static void run_backend(const char *model, int size, int batch, const char *dir,
         worst_m = check_grads(t, &masked, REL_TOL, model, bname, &worst_m_name);
     }
     printf("  %-12s %3dx%-3d batch %d, %s: %u parameters, loss %.6f (PyTorch %.6f), worst "
-           "gradient error %.2e (%s; PyTorch float32: %.2e); with remat's %d activation "
-           "patterns: %.2e (%s)\n", model, size, size, batch, bname, grads.n - 1, loss,
-           (double)want[0], worst, worst_name, torch32, masks.n, worst_m, worst_m_name);
+           "gradient error %.2e (%s; PyTorch float32: %.2e); ", model, size, size, batch,
+           bname, grads.n - 1, loss, (double)want[0], worst, worst_name, torch32);
+    if (want_m)
+        printf("with remat's %d activation patterns: %.2e (%s)\n", masks.n, worst_m,
+               worst_m_name);
+    else
+        printf("within 1e-4 of plain float64 (no masked reference needed)\n");
 out:
     if (masks.f)
         fclose(masks.f);

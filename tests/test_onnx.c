@@ -21,7 +21,9 @@
  * every max pooling which element of each window won (near-ties flip too), and
  * tools/onnx_reference.py --masks computes the float64 loss and gradients with those
  * choices. Against that reference every gradient must be within 1e-4
- * (the issue's criterion, literally), on both backends.
+ * (the issue's criterion, literally), on both backends. Where plain float64 is already
+ * within 1e-4 (ResNet-18, VGG-11), the criterion is met against it and the masked run
+ * is skipped.
  *
  * Without PyTorch, torchvision and onnx for /usr/bin/python3 the test reports skipped.
  * Under sanitizers only ResNet-18 runs.
