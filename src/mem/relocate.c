@@ -420,21 +420,12 @@ static bool check_moves_at(const struct instance *inst, size_t n, const struct m
     return true;
 }
 
-static const struct instance *by_first_inst;
-
-static int cmp_first(const void *a, const void *b)
-{
-    size_t x = by_first_inst[*(const size_t *)a].first, y = by_first_inst[*(const size_t *)b].first;
-
-    return (x > y) - (x < y);
-}
-
 /*
  * A sweep over the steps with the instances live at each: two instances that overlap
  * at step t while neither started nor moved at t overlapped at t - 1 already (both were
  * live there, at the same offsets), so each step checks only the pairs of one that
  * started or moved there with another live one. Work: the live instances at each step
- * times those that changed there, besides sorting them by allocation.
+ * times those that changed there, plus the steps and instances once.
  */
 bool layout_moves_check(const struct instance *inst, size_t n, const struct moves *mv,
                         const struct pin *pins, size_t cap)
@@ -442,15 +433,20 @@ bool layout_moves_check(const struct instance *inst, size_t n, const struct move
     size_t steps = 0, next = 0, at = 0, na = 0, nc;
     size_t *off = calloc(n ? n : 1, sizeof *off), *ord = calloc(n ? n : 1, sizeof *ord);
     size_t *act = calloc(n ? n : 1, sizeof *act), *chg = calloc(n ? n : 1, sizeof *chg);
-    bool ok = off && ord && act && chg;
+    size_t *start = NULL;
+    bool ok;
 
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         steps = inst[i].last + 1 > steps ? inst[i].last + 1 : steps;
-        ord[i] = i;
-    }
-    by_first_inst = inst;
-    if (ok)
-        qsort(ord, n, sizeof *ord, cmp_first);
+    start = calloc(steps + 2, sizeof *start);
+    ok = off && ord && act && chg && start;
+    /* ord: the instances by first step (a counting sort; those from steps on last) */
+    for (size_t i = 0; ok && i < n; i++)
+        start[(inst[i].first < steps ? inst[i].first : steps) + 1]++;
+    for (size_t t = 0; ok && t <= steps; t++)
+        start[t + 1] += start[t];
+    for (size_t i = 0; ok && i < n; i++)
+        ord[start[inst[i].first < steps ? inst[i].first : steps]++] = i;
     for (size_t i = 1; ok && i < mv->n; i++)
         ok = mv->m[i - 1].step <= mv->m[i].step;
     for (size_t t = 0; ok && t < steps; t++) {
@@ -483,5 +479,6 @@ bool layout_moves_check(const struct instance *inst, size_t n, const struct move
     free(ord);
     free(act);
     free(chg);
+    free(start);
     return ok && next == mv->n;
 }
