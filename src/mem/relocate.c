@@ -432,8 +432,8 @@ bool layout_moves_check(const struct instance *inst, size_t n, const struct move
 {
     size_t steps = 0, next = 0, at = 0, na = 0, nc;
     size_t *off = calloc(n ? n : 1, sizeof *off), *ord = calloc(n ? n : 1, sizeof *ord);
-    size_t *act = calloc(n ? n : 1, sizeof *act), *chg = calloc(n ? n : 1, sizeof *chg);
-    size_t *start = NULL;
+    size_t *act = calloc(n ? n : 1, sizeof *act), *start = NULL;
+    size_t *chg = calloc(n + mv->n + 1, sizeof *chg); /* started, then moved, at a step */
     bool ok;
 
     for (size_t i = 0; i < n; i++)
