@@ -272,12 +272,10 @@ static void run_backend(const char *model, int size, int batch, const char *dir,
     /* a model without kinks (no ReLU, clip or max pooling) has nothing to pin: plain
      * float64 is the reference with remat's choices, held to the literal 1e-4 */
     worst = check_grads(t, &grads, masks.n ? tol : REL_TOL, model, bname, &worst_name);
-    worst_m = worst;
-    worst_m_name = worst_name;
     /* against float64 with remat's own patterns at the kinks: the literal 1e-4; where
      * plain float64 already agrees within it, that is the criterion met against the
      * more independent reference, and the masked one (a second PyTorch run per
-     * backend, 40 s and more for VGG-11 at 224x224) would only repeat it */
+     * backend) would only repeat it */
     if (masks.n && worst > REL_TOL) {
         char extra[1400];
 

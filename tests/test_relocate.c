@@ -220,8 +220,6 @@ static void test_random(void)
     printf("  %zu sets, %zu moves\n", sets, moved);
 }
 
-/* DenseNet-121, batch 2, 32x32: hybrid at its least budget packs 18% above the load
- * (offloads interleave), so the plan holds the arena by moves. */
 /* layout_moves_check (the library's checker, a sweep that looks only at what changed
  * at each step) against replay on relocated random sets and on mutants of them: an
  * instance's offset shifted, a move's destination shifted, a wait dropped, the cap cut.
@@ -280,6 +278,8 @@ static void test_checker_agrees(void)
     CHECK(tried > 200 && refused * 2 > tried, "%zu of %zu mutants refused", refused, tried);
 }
 
+/* DenseNet-121, batch 2, 32x32: hybrid at its least budget packs 18% above the load
+ * (offloads interleave), so the plan holds the arena by moves. */
 static void test_train_with_moves(void)
 {
     remat_zoo_opts zo = {0};
