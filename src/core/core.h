@@ -86,4 +86,11 @@ bool vec_reserve(vec *v, size_t n);
 /* Seconds on the monotonic clock (clock.c): for timing, not for dates. */
 double core_seconds(void);
 
+/* Runs fn(ctx, i) for i in 0 .. n-1 on up to `threads` threads, the caller's among them
+ * (par.c); returns when all have run. fn must touch only what job i owns: the allocator
+ * is shared, so callers pass threads > 1 only with the C library's (thread-safe) one. */
+void core_par_run(int n, int threads, void (*fn)(void *ctx, int i), void *ctx);
+/* The cores online, at least 1 and at most 8. */
+int core_par_threads(void);
+
 #endif

@@ -34,10 +34,13 @@
 
 #define N_SWEEP 8
 /* A sweep's DP visits the pairs of lower sets within its budget's window: past
- * SWEEP_PAIRS of them (graphs of thousands of nodes, at the larger budgets) it runs on
- * the family thinned to SWEEP_SETS sets (lsets_thin): at most about 2 10^6 pairs a run,
- * where the full family's took seconds to minutes (ResNet-2498: 72 s for the sweep). */
-#define SWEEP_PAIRS 1000000
+ * SWEEP_PAIRS of them (graphs of thousands of nodes) it runs on the family thinned to
+ * SWEEP_SETS sets (lsets_thin): at most about 2 10^6 pairs a run, where the full
+ * family's took seconds to minutes (ResNet-2498: 72 s for the sweep). At 10^6 pairs
+ * ResNet-1001's three lowest budgets ran on its full family, 1.36 of its 1.9 s; from
+ * 250,000 on the thinned one, 0.42 s, and every plan compared stayed the same
+ * (docs/benchmarks.md, "planning at scale"). */
+#define SWEEP_PAIRS 250000
 #define SWEEP_SETS 2048
 #define N_RATIO 9
 #define MAX_BASE (N_SWEEP + N_RATIO + 5) /* none, 2 keep sets, 2 least-memory chains */
@@ -189,6 +192,71 @@ remat_status hybrid_mc_runs(const remat_tgraph *tg, const struct dag *d, const b
     return REMAT_OK;
 }
 
+/* The time-centric chains at N_SWEEP budgets from lo to hi (geometric), each run of the
+ * DP a job of its own (core_par_run: they are independent and the slowest, ResNet-2498's
+ * sweep 0.55 of 1.0 s), lowered and added in budget order. */
+struct sweep {
+    const struct dag *d;
+    const struct lsets *ls[N_SWEEP];
+    size_t at[N_SWEEP];
+    struct chain c[N_SWEEP];
+    struct dp_result res[N_SWEEP];
+    remat_status st[N_SWEEP];
+    char *msg[N_SWEEP]; /* the failing job's message (its thread's buffer) */
+};
+
+static void sweep_job(void *ctx, int j)
+{
+    struct sweep *w = ctx;
+
+    w->st[j] = kusumoto_plan(w->d, w->ls[j], false, w->at[j], 0, NULL, &w->c[j], &w->res[j]);
+    if (w->st[j])
+        w->msg[j] = core_strdup(NULL, remat_errmsg());
+}
+
+static remat_status sweep(const remat_tgraph *tg, const struct dag *d, const struct lsets *ls,
+                          struct lsets *thin, size_t lo, size_t hi, struct hybrid_bases *b)
+{
+    struct sweep w = {.d = d};
+    size_t nb = (size_t)d->n + 1;
+    remat_schedule *s;
+    remat_status st = REMAT_OK;
+
+    for (int j = 0; j < N_SWEEP; j++) {
+        double f = (double)j / (N_SWEEP - 1);
+
+        w.at[j] = (size_t)((double)lo * pow((double)hi / (double)lo, f));
+        w.ls[j] = ls;
+        if (ls->n > SWEEP_SETS && kusumoto_pairs(ls, w.at[j]) > SWEEP_PAIRS) {
+            if (!thin->n && (st = lsets_thin(d, ls, SWEEP_SETS, thin)))
+                goto out;
+            w.ls[j] = thin;
+        }
+        w.c[j].block = core_calloc(d->al, nb, sizeof *w.c[j].block);
+        w.c[j].kept = core_calloc(d->al, nb, sizeof *w.c[j].kept);
+        if (!w.c[j].block || !w.c[j].kept) {
+            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+            goto out;
+        }
+    }
+    /* threads share the allocator: only the C library's, which is thread-safe */
+    core_par_run(N_SWEEP, d->al && d->al->fn ? 1 : core_par_threads(), sweep_job, &w);
+    for (int j = 0; j < N_SWEEP && !st; j++) {
+        if (w.st[j])
+            st = REMAT_FAIL(w.st[j], "%s", w.msg[j] ? w.msg[j] : remat_status_name(w.st[j]));
+        else if (w.res[j].feasible &&
+                 (st = chain_lower(tg, d, &w.c[j], &s)) == REMAT_OK)
+            st = add_base(tg, b, s);
+    }
+out:
+    for (int j = 0; j < N_SWEEP; j++) {
+        core_free(d->al, w.c[j].block, sizeof *w.c[j].block * nb);
+        core_free(d->al, w.c[j].kept, sizeof *w.c[j].kept * nb);
+        core_strfree(NULL, w.msg[j]);
+    }
+    return st;
+}
+
 /* The plans to start from. */
 static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
 {
@@ -237,21 +305,8 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
         goto out;
     if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))
         goto out;
-    for (int j = 0; j < N_SWEEP && hi > lo && lo > 0; j++) {
-        double f = (double)j / (N_SWEEP - 1);
-        size_t at = (size_t)((double)lo * pow((double)hi / (double)lo, f));
-        const struct lsets *sw = &ls;
-
-        if (ls.n > SWEEP_SETS && kusumoto_pairs(&ls, at) > SWEEP_PAIRS) {
-            if (!thin.n && (st = lsets_thin(&d, &ls, SWEEP_SETS, &thin)))
-                goto out;
-            sw = &thin;
-        }
-        if ((st = kusumoto_plan(&d, sw, false, at, 0, NULL, &c, &res)))
-            goto out;
-        if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))
-            goto out;
-    }
+    if (hi > lo && lo > 0 && (st = sweep(tg, &d, &ls, &thin, lo, hi, b)))
+        goto out;
     /* the least-memory chain again, judged by the simulator's model (dp_sim.h), whose
      * least plan needs less than the paper bound's (the sweep above keeps the faster
      * bound) */

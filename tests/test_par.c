@@ -1,0 +1,148 @@
+/*
+ * test_par.c - jobs on several threads (core_par_run) and the planner that uses them.
+ *
+ * - core_par_run: every index runs exactly once, whatever the thread count (1, 2, more
+ *   threads than jobs, none), with uneven jobs; each job's result is the one a plain
+ *   loop computes.
+ * - hybrid's sweep of DP chains runs its jobs on threads with the C library's allocator
+ *   and in one thread with an allocator of the caller's: on ResNet-1001 (whose sweep
+ *   runs on both the full and the thinned family of lower sets) and GPT-2 with 48
+ *   layers, at --budget min and at a budget between, the two plans are the same step
+ *   for step.
+ */
+#include "harness.h"
+#include "core/core.h"
+
+#include <stdatomic.h>
+
+#define LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+struct jobs {
+    atomic_int runs[100];
+    uint64_t out[100];
+};
+
+/* A few thousand to a million steps of a generator, unevenly: a slow job in the middle
+ * lets the other threads take the rest. */
+static uint64_t work(int i)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+    long steps = i % 17 == 5 ? 1000000 : 3000 + 100 * i;
+
+    for (long k = 0; k < steps; k++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    return x;
+}
+
+static void job(void *ctx, int i)
+{
+    struct jobs *j = ctx;
+
+    atomic_fetch_add(&j->runs[i], 1);
+    j->out[i] = work(i);
+}
+
+static void test_par_run(void)
+{
+    static const int threads[] = {1, 2, 3, 8, 64, 0};
+    static const int counts[] = {0, 1, 7, 100};
+    static struct jobs j;
+
+    CHECK(core_par_threads() >= 1 && core_par_threads() <= 8, "%d", core_par_threads());
+    for (size_t a = 0; a < LEN(threads); a++)
+        for (size_t b = 0; b < LEN(counts); b++) {
+            int n = counts[b];
+
+            for (int i = 0; i < 100; i++) {
+                atomic_store(&j.runs[i], 0);
+                j.out[i] = 0;
+            }
+            core_par_run(n, threads[a], job, &j);
+            for (int i = 0; i < 100; i++) {
+                int r = atomic_load(&j.runs[i]);
+
+                CHECK(r == (i < n), "%d threads, %d jobs: job %d ran %d times", threads[a], n,
+                      i, r);
+                CHECK(i >= n || j.out[i] == work(i), "%d threads: job %d's result", threads[a],
+                      i);
+            }
+        }
+}
+
+/* A pass-through allocator: the planner then runs its jobs in one thread. */
+static void *plain(void *ud, void *p, size_t old, size_t n)
+{
+    (void)ud;
+    (void)old;
+    if (!n) {
+        free(p);
+        return NULL;
+    }
+    return realloc(p, n);
+}
+
+static remat_schedule *hybrid(const remat_tgraph *tg, size_t budget)
+{
+    remat_plan_opts po = {.strategy = REMAT_STRATEGY_HYBRID, .budget_bytes = budget,
+                          .budget_min = budget == 0};
+    remat_schedule *s = NULL;
+    remat_plan_info pi;
+
+    CHECK(remat_plan(tg, &po, &s, &pi) == REMAT_OK, "%s", remat_errmsg());
+    return s;
+}
+
+static void test_hybrid_threads(void)
+{
+    static const struct {
+        const char *net;
+        int layers;
+    } nets[] = {{"resnet1001", 0}, {"gpt2", 48}};
+    const remat_allocator al = {plain, NULL};
+
+    for (size_t k = 0; k < LEN(nets); k++) {
+        remat_zoo_opts zo = {.batch = 1, .layers = nets[k].layers};
+        remat_graph *g = NULL, *g1 = NULL;
+        remat_tgraph *tg = NULL, *tg1 = NULL;
+        size_t budget = 0;
+
+        REMAT_ASSERT_TEST(!remat_zoo_build(nets[k].net, &zo, NULL, &g) &&
+                          !remat_tgraph_from_graph(g, NULL, &tg) &&
+                          !remat_zoo_build(nets[k].net, &zo, &al, &g1) &&
+                          !remat_tgraph_from_graph(g1, NULL, &tg1));
+        for (int b = 0; b < 2; b++) {
+            remat_schedule *x = hybrid(tg, budget), *y = hybrid(tg1, budget);
+
+            CHECK(x && y && remat_schedule_n_steps(x) == remat_schedule_n_steps(y) &&
+                      !memcmp(remat_schedule_steps(x), remat_schedule_steps(y),
+                              remat_schedule_n_steps(x) * sizeof(remat_step)),
+                  "%s: hybrid at %zu bytes differs between threads and one thread",
+                  nets[k].net, budget);
+            if (x && !b) { /* then halfway from the least total to twice it */
+                remat_plan_info pi;
+                remat_plan_opts po = {.strategy = REMAT_STRATEGY_HYBRID, .budget_min = true};
+                remat_schedule *z = NULL;
+
+                REMAT_ASSERT_TEST(!remat_plan(tg, &po, &z, &pi));
+                budget = pi.total_bytes + pi.total_bytes / 2;
+                remat_schedule_free(z);
+            }
+            remat_schedule_free(x);
+            remat_schedule_free(y);
+        }
+        remat_tgraph_free(tg);
+        remat_tgraph_free(tg1);
+        remat_graph_free(g);
+        remat_graph_free(g1);
+    }
+}
+
+int main(void)
+{
+    RUN(test_par_run);
+    RUN(test_hybrid_threads);
+    return harness_end();
+}
