@@ -9,9 +9,14 @@
  *   runs on both the full and the thinned family of lower sets) and GPT-2 with 48
  *   layers, at --budget min and at a budget between, the two plans are the same step
  *   for step.
+ * - The DP's least budget (kusumoto_min_budget) searches with a guessed next step on a
+ *   second core: on the same two graphs, and on ResNet-2498, it finds the serial
+ *   search's budget (the allocator of the caller's makes it serial), at which the
+ *   memory-centric DP finds a chain, and at 1e-4 below which it finds none.
  */
 #include "harness.h"
 #include "core/core.h"
+#include "plan/kusumoto.h"
 
 #include <stdatomic.h>
 
@@ -140,9 +145,52 @@ static void test_hybrid_threads(void)
     }
 }
 
+static void test_min_budget_threads(void)
+{
+    static const struct {
+        const char *net;
+        int layers;
+    } nets[] = {{"resnet1001", 0}, {"gpt2", 48}, {"resnet2498", 0}};
+    const remat_allocator al = {plain, NULL};
+
+    for (size_t k = 0; k < LEN(nets); k++) {
+        remat_zoo_opts zo = {.batch = 1, .layers = nets[k].layers};
+        remat_graph *g = NULL;
+        remat_tgraph *tg = NULL;
+        struct dag d, d1;
+        struct lsets ls = {0};
+        struct chain c = {0, NULL, NULL};
+        struct dp_result res[2];
+        size_t par = 0, ser = 0;
+
+        REMAT_ASSERT_TEST(!remat_zoo_build(nets[k].net, &zo, NULL, &g) &&
+                          !remat_tgraph_from_graph(g, NULL, &tg) && !dag_build(tg, &d) &&
+                          !lsets_build(&d, LS_APPROX, NULL, 0, &ls));
+        d1 = d;
+        d1.al = &al; /* serial */
+        c.block = calloc((size_t)d.n + 1, sizeof *c.block);
+        c.kept = calloc((size_t)d.n + 1, sizeof *c.kept);
+        REMAT_ASSERT_TEST(c.block && c.kept);
+        CHECK(!kusumoto_min_budget(&d, &ls, NULL, &par) &&
+                  !kusumoto_min_budget(&d1, &ls, NULL, &ser) && par == ser,
+              "%s: least budget %zu on two cores, %zu on one", nets[k].net, par, ser);
+        CHECK(!kusumoto_plan(&d, &ls, true, par, 0, NULL, &c, &res[0]) &&
+                  !kusumoto_plan(&d, &ls, true, par - par / 10000, 0, NULL, &c, &res[1]) &&
+                  res[0].feasible && !res[1].feasible,
+              "%s: a chain at %zu bytes and none 1e-4 below", nets[k].net, par);
+        free(c.block);
+        free(c.kept);
+        lsets_fini(&ls);
+        dag_fini(&d);
+        remat_tgraph_free(tg);
+        remat_graph_free(g);
+    }
+}
+
 int main(void)
 {
     RUN(test_par_run);
     RUN(test_hybrid_threads);
+    RUN(test_min_budget_threads);
     return harness_end();
 }
