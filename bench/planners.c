@@ -9,6 +9,7 @@
  * peaks at that budget, the exact DP's minimum budget and peaks, and Chen's √n peak.
  */
 #include "bench.h"
+#include "core/rss.h"
 #include "remat.h"
 
 #include <math.h>
@@ -426,6 +427,7 @@ int main(int argc, char **argv)
     char probe[1024];
     FILE *f;
 
+    rss_keep_freed(); /* as `remat plan` does */
     if (argc > 1 && !strcmp(argv[1], "--scale")) { /* the scale table alone */
         scale();
         return 0;

@@ -456,7 +456,10 @@ typedef struct remat_plan_info {
 /*
  * Plans a training step under the budget. REMAT_ERR_INFEASIBLE when no plan of the
  * strategy fits (the message gives the smallest feasible budget when it can be found).
- * info may be NULL.
+ * info may be NULL. Some independent searches (hybrid's DP chains, the DP's least
+ * budget) run on up to 8 threads, the caller's among them, when the graph's allocator is
+ * the C library's; with an allocator of the caller's (which need not be thread-safe)
+ * everything runs on the calling thread. The plan is the same either way.
  */
 remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_schedule **out,
                         remat_plan_info *info);

@@ -2,35 +2,15 @@
  * main.c - the remat command: dispatch to subcommands.
  */
 #include "cli/cli.h"
+#include "core/rss.h"
 
 #include <string.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
-/*
- * The commands that plan and do not train (plan, compare, depth, report) allocate and
- * free arrays of megabytes hundreds of times (each DP run's frontiers, each attempt's
- * packer): glibc serves blocks over its mmap threshold with fresh mappings and gives
- * freed heap tops back, so every one of them is paged in again (ResNet-2498's hybrid
- * plan: 0.17 s of 1.03 s in the kernel's page faults). Kept in the heap and reused
- * instead. Not for train, whose measurement of the process's memory wants what planning
- * freed given back (exec.c).
- */
-static void keep_freed_memory(void)
-{
-#if defined(__GLIBC__)
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    mallopt(M_TOP_PAD, 64 << 20);
-#endif
-}
 
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *what;
-    bool plans_only; /* keep_freed_memory */
+    bool plans_only; /* rss_keep_freed: plans, does not train */
 } commands[] = {
     {"zoo", cmd_zoo, "list the built-in models", false},
     {"plan", cmd_plan, "plan a training step and simulate its memory", true},
@@ -67,7 +47,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) {
             if (commands[i].plans_only)
-                keep_freed_memory();
+                rss_keep_freed();
             return commands[i].run(argc - 1, argv + 1);
         }
     cli_begin(argc, argv);

@@ -157,6 +157,15 @@ void rss_mark_begin(struct rss_mark *m)
     m->split_ok = rss_split(&m->split);
 }
 
+void rss_keep_freed(void)
+{
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    mallopt(M_TOP_PAD, 64 << 20);
+#endif
+}
+
 void rss_release_free(void)
 {
 #if defined(__GLIBC__)

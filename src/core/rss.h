@@ -83,4 +83,16 @@ struct rss_split rss_mark_growth(const struct rss_mark *m);
 /* The same without what came and went: what is resident now beyond the mark. */
 struct rss_split rss_mark_held(const struct rss_mark *m);
 
+/*
+ * For processes that plan and do not train (remat plan, compare, depth, report; the
+ * planners' benchmark): freed memory stays in the heap for the next allocation instead
+ * of going back to the system. Planning allocates and frees arrays of megabytes hundreds
+ * of times (each DP run's frontiers, each attempt's packer); glibc serves blocks above
+ * its mmap threshold with fresh mappings and gives freed heap tops back, so each was
+ * paged in again (ResNet-2498's hybrid plan: 0.17 s of 1.03 s in page faults). Not for
+ * training, whose measurement of the process's memory wants what planning freed given
+ * back (rss_release_free). Process-wide; nothing where the C library is not glibc.
+ */
+void rss_keep_freed(void);
+
 #endif

@@ -11,12 +11,10 @@
  * the frontier).
  *
  * Overheads are integers: T itself when every T_v is a whole number and T(V) <= 64 |V|
- * (Kusumoto's costs), otherwise T scaled so that T(V) becomes 8 u and each block's
- * overhead rounded to the nearest unit, u the lesser of |V| and the family's sets: a
- * chain has fewer blocks than the family has sets, so its rounding stays within the
- * same share of T(V) as over the full family, and a thinned family's frontiers are no
- * finer than its chains can tell apart (hybrid's sweep on GPT-2 of 1,000 layers, 2,048
- * sets of 37,008: 1.65 s -> 0.18 s for its four lowest budgets).
+ * (Kusumoto's costs), otherwise T scaled so that T(V) becomes 8 |V| and each block's
+ * overhead rounded to the nearest unit. (Units by the family's size instead, fewer on
+ * hybrid's thinned family, made GPT-2-1000's sweep 1.65 -> 0.18 s but one ResNet-2498
+ * plan 0.6% slower: not taken.)
  *
  * Work: O(sum over pairs L ⊂ L' of (words + |∂(L')| + frontier)). Pairs whose block
  * alone breaks the budget (2 M(L'\L) > B) are skipped before the subset test, and the
@@ -545,7 +543,6 @@ static remat_status dp_init(struct dp *p, const struct dag *d, const struct lset
 {
     double total = 0;
     bool integral = true;
-    int32_t units = ls->n < d->n ? ls->n : d->n;
 
     memset(p, 0, sizeof *p);
     p->d = d;
@@ -559,8 +556,8 @@ static remat_status dp_init(struct dp *p, const struct dag *d, const struct lset
     if (integral && total <= 64.0 * d->n) {
         p->scale = 1;
     } else {
-        p->scale = total > 0 ? 8.0 * units / total : 1;
-        total = 8.0 * units;
+        p->scale = total > 0 ? 8.0 * d->n / total : 1;
+        total = 8.0 * d->n;
     }
     p->n_t = (int32_t)(total * p->scale) + 2;
     if (p->scale != 1)
