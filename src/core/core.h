@@ -92,5 +92,11 @@ double core_seconds(void);
 void core_par_run(int n, int threads, void (*fn)(void *ctx, int i), void *ctx);
 /* The cores online, at least 1 and at most 8. */
 int core_par_threads(void);
+/* The threads core_par_run may use with allocator a: the cores with the C library's
+ * (thread-safe), 1 with a caller's (which need not be). */
+static inline int core_par_threads_with(const remat_allocator *a)
+{
+    return a && a->fn ? 1 : core_par_threads();
+}
 
 #endif

@@ -239,8 +239,7 @@ static remat_status sweep(const remat_tgraph *tg, const struct dag *d, const str
             goto out;
         }
     }
-    /* threads share the allocator: only the C library's, which is thread-safe */
-    core_par_run(N_SWEEP, d->al && d->al->fn ? 1 : core_par_threads(), sweep_job, &w);
+    core_par_run(N_SWEEP, core_par_threads_with(d->al), sweep_job, &w);
     for (int j = 0; j < N_SWEEP && !st; j++) {
         if (w.st[j])
             st = REMAT_FAIL(w.st[j], "%s", w.msg[j] ? w.msg[j] : remat_status_name(w.st[j]));

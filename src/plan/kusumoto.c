@@ -638,9 +638,9 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
     struct dp p, q;
     struct probe w = {{&p, &q}, {0, 0}, 0, {0, 0}, {NULL, NULL}, {false, false}};
     size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1;
-    /* a second core, where the allocator is the C library's (thread-safe) and the pairs'
-     * model is not the simulator's (dp_sim_pair writes its scratch) */
-    bool two = core_par_threads() > 1 && !(d->al && d->al->fn) && !ls->sim;
+    /* a second core, where the allocator allows it and the pairs' model is not the
+     * simulator's (dp_sim_pair writes its scratch) */
+    bool two = core_par_threads_with(d->al) > 1 && !ls->sim;
     remat_status st;
 
     /* The single block {V} needs 2 M(V): feasible at top. Invariant: lo infeasible.
@@ -663,7 +663,7 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
 
         w.at[0] = hi;
         w.at[1] = next;
-        w.n = two && hi < top ? 2 : 1;
+        w.n = two ? 2 : 1;
         if ((st = probe_run(&w)))
             break;
         if (w.feasible[0])
