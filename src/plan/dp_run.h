@@ -71,4 +71,8 @@ bool dp_keep_pairs(struct dp *p);
  * hold the least overhead (dp_least.c). *lb, *room and *lag are the caller's to free. */
 remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag);
 
+/* A DP over ls at budget (kusumoto.c); dp_fini frees what it and its runs hold. */
+remat_status dp_init(struct dp *p, const struct dag *d, const struct lsets *ls, size_t budget);
+void dp_fini(struct dp *p);
+
 #endif

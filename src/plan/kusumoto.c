@@ -538,7 +538,7 @@ out:
     return st;
 }
 
-static remat_status dp_init(struct dp *p, const struct dag *d, const struct lsets *ls,
+remat_status dp_init(struct dp *p, const struct dag *d, const struct lsets *ls,
                             size_t budget)
 {
     double total = 0;
@@ -572,7 +572,7 @@ static remat_status dp_init(struct dp *p, const struct dag *d, const struct lset
     return REMAT_OK;
 }
 
-static void dp_fini(struct dp *p)
+void dp_fini(struct dp *p)
 {
     core_free(p->al, p->fr_at, sizeof *p->fr_at * (size_t)p->ls->n);
     core_free(p->al, p->fr_n, sizeof *p->fr_n * (size_t)p->ls->n);
@@ -580,143 +580,6 @@ static void dp_fini(struct dp *p)
     core_free(p->al, p->kmin[0], sizeof *p->kmin[0] * p->cap_kmin);
     core_free(p->al, p->kmin[1], sizeof *p->kmin[1] * (p->cap_kmin ? p->cap_kmin / 8 + 1 : 0));
     dp_pairs_fini(&p->pc);
-}
-
-/* The bisection keeps the pairs usable at hi once hi - lo is at most hi / KEEP_AT: its
- * remaining runs (about 14 at the precision below) then read those instead of working
- * each out again (GPT-2 of 1,000 layers: 0.022 s a run instead of 0.039 s, 134 MB). */
-#define KEEP_AT 8
-
-/* The least budget's search: the run of the next step, and beside it on a second core
- * (core_par_run) the step after it, guessed, so that a round takes two steps when the
- * guess holds. Only feasibility is read, which neither the kept pairs nor the order of
- * the pairs changes, so the budget found is the serial search's. */
-struct probe {
-    struct dp *p[2];
-    size_t at[2];
-    int n;
-    remat_status st[2];
-    char *msg[2];
-    bool feasible[2];
-};
-
-static void probe_job(void *ctx, int k)
-{
-    struct probe *w = ctx;
-    struct dp *p = w->p[k];
-
-    p->budget = w->at[k];
-    w->st[k] = dp_run(p, DP_MIN_M, NULL, 0);
-    w->feasible[k] = !w->st[k] && p->fr_n[p->ls->n - 1] > 0;
-    if (w->st[k])
-        w->msg[k] = core_strdup(NULL, remat_errmsg());
-}
-
-/* Runs w's probes; the first failure's status (its message raised on this thread). */
-static remat_status probe_run(struct probe *w)
-{
-    remat_status st = REMAT_OK;
-
-    core_par_run(w->n, w->n, probe_job, w);
-    for (int k = 0; k < w->n; k++) {
-        if (w->st[k] && !st)
-            st = REMAT_FAIL(w->st[k], "%s", w->msg[k] ? w->msg[k] : remat_status_name(w->st[k]));
-        core_strfree(NULL, w->msg[k]);
-        w->msg[k] = NULL;
-    }
-    return st;
-}
-
-static bool bisecting(size_t lo, size_t hi)
-{
-    return hi - lo > 1 && (double)(hi - lo) > 1e-5 * (double)hi;
-}
-
-remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
-                                 const struct dp_progress *pg, size_t *out)
-{
-    struct dp p, q;
-    struct probe w = {{&p, &q}, {0, 0}, 0, {0, 0}, {NULL, NULL}, {false, false}};
-    size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1;
-    /* a second core, where the allocator allows it and the pairs' model is not the
-     * simulator's (dp_sim_pair writes its scratch) */
-    bool two = core_par_threads_with(d->al) > 1 && !ls->sim;
-    remat_status st;
-
-    /* The single block {V} needs 2 M(V): feasible at top. Invariant: lo infeasible.
-     * Doubling from the largest node's bytes first: a run at budget B costs about the
-     * sets within B/2 bytes of each set (first_start), so the small budgets are cheap
-     * and the bisection then runs below twice the least budget. */
-    for (int32_t v = 0; v < d->n; v++)
-        hi = d->m[v] > hi ? d->m[v] : hi;
-    if ((st = dp_init(&p, d, ls, top)))
-        return st;
-    if (two && (st = dp_init(&q, d, ls, top))) {
-        dp_fini(&p);
-        return st;
-    }
-    p.pg = pg; /* the second run reports nothing: one thread reports */
-    p.stage = "DP: the least budget, one doubling step";
-    while (hi < top) {
-        /* beside hi, the next doubling (used when hi is infeasible) */
-        size_t next = hi > top / 2 ? top : 2 * hi;
-
-        w.at[0] = hi;
-        w.at[1] = next;
-        w.n = two ? 2 : 1;
-        if ((st = probe_run(&w)))
-            break;
-        if (w.feasible[0])
-            break;
-        lo = hi;
-        hi = next;
-        if (w.n == 2) {
-            if (w.feasible[1])
-                break;
-            lo = hi;
-            hi = hi > top / 2 ? top : 2 * hi;
-        }
-    }
-    if (hi > top)
-        hi = top;
-    p.stage = "DP: the least budget, one bisection step";
-    while (!st && bisecting(lo, hi)) {
-        size_t mid = lo + (hi - lo) / 2;
-
-        /* the remaining steps read the pairs usable at hi, kept once (shared, read
-         * only, by the second run) */
-        p.budget = hi;
-        if (!p.pc.p && hi - lo <= hi / KEEP_AT && !dp_keep_pairs(&p)) {
-            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
-            break;
-        }
-        if (two)
-            q.pc = p.pc;
-        /* beside mid, the step after it should mid be feasible */
-        w.at[0] = mid;
-        w.at[1] = lo + (mid - lo) / 2;
-        w.n = two && bisecting(lo, mid) ? 2 : 1;
-        if ((st = probe_run(&w)))
-            break;
-        if (!w.feasible[0]) {
-            lo = mid;
-            continue;
-        }
-        hi = mid;
-        if (w.n == 2) {
-            if (w.feasible[1])
-                hi = w.at[1];
-            else
-                lo = w.at[1];
-        }
-    }
-    if (two) {
-        memset(&q.pc, 0, sizeof q.pc); /* p's, freed with p */
-        dp_fini(&q);
-    }
-    dp_fini(&p);
-    *out = hi;
-    return st;
 }
 
 remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
