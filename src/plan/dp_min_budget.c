@@ -1,21 +1,30 @@
 /*
  * dp_min_budget.c - the smallest budget at which the lower-set DP finds a chain
- * (kusumoto_min_budget): doubling, then bisection to within 1e-5, each step on the
- * memory-centric run's feasibility alone.
+ * (kusumoto_min_budget), each step on the memory-centric run's feasibility alone:
+ * doubling, then narrowing. A run that finds a chain also says what that chain needs
+ * (dp_chain_need), which may be below the run's budget; the search takes that as its
+ * upper end, and so reaches the least budget itself, proven by a run a byte below that
+ * finds none (or, should PIN_RUNS such runs not settle it, stops within 1e-5).
  */
 #include "plan/dp_run.h"
 
 #include <string.h>
 
-/* The bisection keeps the pairs usable at hi once hi - lo is at most hi / KEEP_AT: its
- * remaining runs (about 14 at the precision below) then read those instead of working
+/* The narrowing keeps the pairs usable at hi once hi - lo is at most hi / KEEP_AT: its
+ * remaining runs (3-6 rounds) then read those instead of working
  * each out again (GPT-2 of 1,000 layers: 0.022 s a run instead of 0.039 s, 134 MB). */
 #define KEEP_AT 8
 
-/* The least budget's search: the run of the next step, and beside it on a second core
- * (core_par_run) the step after it, guessed, so that a round takes two steps when the
- * guess holds. Only feasibility is read, which neither the kept pairs nor the order of
- * the pairs changes, so the budget found is the serial search's. */
+/* Runs just below hi once hi - lo is within hi / PIN_AT (most chains' needs lie further
+ * apart: GPT-2 of 1,000 layers, 0.19% between the least two), at most PIN_RUNS: each
+ * that finds a chain lowers hi to its need; one that does not proves hi least. */
+#define PIN_AT 256
+#define PIN_RUNS 8
+
+/* One round of the search: one run, or two side by side on two cores (core_par_run).
+ * Only feasibility and the chain's need are read, which neither the kept pairs nor the
+ * order of the pairs changes; the least budget does not depend on the runs' order, so
+ * one core and two find the same. */
 struct probe {
     struct dp *p[2];
     size_t at[2];
@@ -23,6 +32,7 @@ struct probe {
     remat_status st[2];
     char *msg[2];
     bool feasible[2];
+    size_t need[2]; /* when feasible: what its chain needs (dp_chain_need) */
 };
 
 static void probe_job(void *ctx, int k)
@@ -33,6 +43,8 @@ static void probe_job(void *ctx, int k)
     p->budget = w->at[k];
     w->st[k] = dp_run(p, DP_MIN_M, NULL, 0);
     w->feasible[k] = !w->st[k] && p->fr_n[p->ls->n - 1] > 0;
+    if (w->feasible[k])
+        w->need[k] = dp_chain_need(p);
     if (w->st[k])
         w->msg[k] = core_strdup(NULL, remat_errmsg());
 }
@@ -61,8 +73,8 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out)
 {
     struct dp p, q;
-    struct probe w = {{&p, &q}, {0, 0}, 0, {0, 0}, {NULL, NULL}, {false, false}};
-    size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1;
+    struct probe w = {{&p, &q}, {0, 0}, 0, {0, 0}, {NULL, NULL}, {false, false}, {0, 0}};
+    size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0;
     /* a second core, where the allocator allows it and the pairs' model is not the
      * simulator's (dp_sim_pair writes its scratch) */
     bool two = core_par_threads_with(d->al) > 1 && !ls->sim;
@@ -91,23 +103,35 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
         w.n = two ? 2 : 1;
         if ((st = probe_run(&w)))
             break;
-        if (w.feasible[0])
+        if (w.feasible[0]) {
+            hi = w.need[0];
             break;
+        }
         lo = hi;
         hi = next;
         if (w.n == 2) {
-            if (w.feasible[1])
+            if (w.feasible[1]) {
+                hi = w.need[1];
                 break;
+            }
             lo = hi;
             hi = hi > top / 2 ? top : 2 * hi;
         }
     }
     if (hi > top)
         hi = top;
+    /* Narrowing: lo infeasible, hi a found chain's need (or top). A feasible run lowers
+     * hi to what its chain needs, at most its budget, and so lands on the least budget
+     * itself once a run falls between it and the next chain's need. Within hi / PIN_AT,
+     * a run just below each new hi (PIN_RUNS at most) proves it least or lowers it
+     * again; the other runs split [lo, hi], in thirds on two cores, in halves on one,
+     * until the precision when the pins run out. */
     p.stage = "DP: the least budget, one bisection step";
-    while (!st && bisecting(lo, hi)) {
-        size_t mid = lo + (hi - lo) / 2;
+    for (int pins = 0; !st && hi - lo > 1;) {
+        bool pin = hi != pinned && pins < PIN_RUNS && hi - lo <= hi / PIN_AT;
 
+        if (!pin && !bisecting(lo, hi))
+            break;
         /* the remaining steps read the pairs usable at hi, kept once (shared, read
          * only, by the second run) */
         p.budget = hi;
@@ -117,23 +141,31 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
         }
         if (two)
             q.pc = p.pc;
-        /* beside mid, the step after it should mid be feasible */
-        w.at[0] = mid;
-        w.at[1] = lo + (mid - lo) / 2;
-        w.n = two && bisecting(lo, mid) ? 2 : 1;
+        w.n = 1;
+        if (pin) {
+            pins++;
+            pinned = hi;
+            w.at[0] = hi - 1;
+            w.at[1] = lo + (hi - 1 - lo) / 2;
+            w.n = two && w.at[1] > lo ? 2 : 1;
+        } else if (two && hi - lo >= 3) {
+            w.at[0] = lo + (hi - lo) / 3;
+            w.at[1] = lo + (hi - lo) / 3 * 2;
+            w.n = 2;
+        } else {
+            w.at[0] = lo + (hi - lo) / 2;
+        }
         if ((st = probe_run(&w)))
             break;
-        if (!w.feasible[0]) {
-            lo = mid;
-            continue;
+        for (int k = 0; k < w.n; k++) {
+            if (!w.feasible[k]) {
+                lo = w.at[k] > lo ? w.at[k] : lo;
+                continue;
+            }
+            REMAT_ASSERT(w.need[k] <= w.at[k]);
+            hi = w.need[k] < hi ? w.need[k] : hi;
         }
-        hi = mid;
-        if (w.n == 2) {
-            if (w.feasible[1])
-                hi = w.at[1];
-            else
-                lo = w.at[1];
-        }
+        REMAT_ASSERT(lo < hi); /* feasibility grows with the budget */
     }
     if (two) {
         memset(&q.pc, 0, sizeof q.pc); /* p's, freed with p */

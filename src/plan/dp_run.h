@@ -67,6 +67,10 @@ void dp_bounds(const struct dp *p, int32_t *lb, int64_t *room);
 /* Keeps the usable pairs of p's budget in p->pc (runs at smaller budgets filter them)
  * when they number at most DP_PAIRS_MAX; false only when out of memory. */
 bool dp_keep_pairs(struct dp *p);
+/* After a DP_MIN_M run that reached V: the least budget at which its chain fits (the
+ * most any of its blocks needs, memory carried in included), at most p->budget. A run
+ * at that budget finds a chain too, since every block of this one still fits. */
+size_t dp_chain_need(const struct dp *p);
 /* Time-centric, after the memory-centric run (p's states): the run whose states at V
  * hold the least overhead (dp_least.c). *lb, *room and *lag are the caller's to free. */
 remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag);

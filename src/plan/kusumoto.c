@@ -249,6 +249,28 @@ bool dp_keep_pairs(struct dp *p)
     return true;
 }
 
+size_t dp_chain_need(const struct dp *p)
+{
+    size_t need = 0;
+
+    for (int32_t j = p->ls->n - 1; j > 0 && p->fr_n[j] > 0;) {
+        const struct point *q = &p->pts[p->fr_at[j]];
+        int32_t i = q->parent_set, dt;
+        size_t dm, c, at, dmv;
+
+        if (!pair_block(p, i, j, &dt, &dm, &c))
+            return p->budget; /* not the run's chain (cannot happen): no tighter */
+        /* the state carried in plus the block's charge, and the window it must fit
+         * (B/2 or B: pair_block) */
+        at = p->pts[p->fr_at[i]].m + c;
+        dmv = p->ls->m[j] - p->ls->m[i];
+        at = p->ls->sim ? (dmv > at ? dmv : at) : (2 * dmv > at ? 2 * dmv : at);
+        need = at > need ? at : need;
+        j = i;
+    }
+    return need;
+}
+
 /*
  * lb[i]: the least overhead from L_i to V over transitions whose block fits the budget
  * (memory carried over ignored), so t + lb[i] bounds every chain through (L_i, t).
