@@ -15,8 +15,8 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export REMAT_CALIBRATE=${REMAT_CALIBRATE:-0}
 build=$1; shift
 jobs_max=${REMAT_TEST_JOBS:-2}
-# the longest programs (seconds alone on the 2-core machine), started first so that the
-# short ones fill the other core beside them
+# the longest programs, longest first (alone on the 2-core machine: about 260, 210, 100,
+# 55, 32 and 28 s), so that the short ones fill the other core beside them
 long="test_onnx test_train test_onnx_vision test_tiny test_onnx_tf test_plan"
 alone="test_calibrate test_optimal test_optimal_fit test_cpu test_cpu_seq"
 passed=0; failed=0; skipped=0; crashed=0

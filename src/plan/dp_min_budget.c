@@ -1,7 +1,7 @@
 /*
  * dp_min_budget.c - the smallest budget at which the lower-set DP finds a chain
  * (kusumoto_min_budget), each step on the memory-centric run's feasibility alone:
- * doubling, then narrowing. A run that finds a chain also says what that chain needs
+ * stepping up, then narrowing. A run that finds a chain also says what that chain needs
  * (dp_chain_need), which may be below the run's budget; the search takes that as its
  * upper end, and so reaches the least budget itself, proven by a run a byte below that
  * finds none (or, should PIN_RUNS such runs not settle it, stops within 1e-5).
