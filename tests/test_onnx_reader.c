@@ -332,6 +332,50 @@ static void test_broken_models(void)
     mb_expect(&b, "4-d int64 token ids", REMAT_ERR_UNSUPPORTED,
               (const char *const[]){"'x2'", "(1 to 3 expected)", NULL});
 
+    /* a linear layer's output cut by a Split whose sizes overflow when summed (found by
+     * fuzz_onnx: the sum of two near-2^63 sizes was signed overflow) */
+    mb_init(&b, 11, 2, "y");
+    mb_node(&b, 0, "MatMul", "mm", "x", "w", "h");
+    mb_node(&b, 1, "Split", "sp", "h", NULL, "y");
+    {
+        static int64_t dims[2] = {8, 24}, sizes[3] = {INT64_MAX - 5, INT64_MAX - 5, 34};
+        static float wv[8 * 24];
+        static char *outs[3];
+
+        outs[0] = S("y");
+        outs[1] = S("k");
+        outs[2] = S("v");
+
+        b.init[0] = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
+        b.init[0].name = S("w");
+        b.init[0].n_dims = 2;
+        b.init[0].dims = dims;
+        b.init[0].has_data_type = 1;
+        b.init[0].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+        b.init[0].n_float_data = 8 * 24;
+        b.init[0].float_data = wv;
+        b.pinit[0] = &b.init[0];
+        b.g.n_initializer = 1;
+        b.g.initializer = b.pinit;
+        b.nodes[1].n_output = 3;
+        b.nodes[1].output = outs;
+        b.attr[0] = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+        b.attr[0].name = S("split");
+        b.attr[0].n_ints = 3;
+        b.attr[0].ints = sizes;
+        b.pattr[1][0] = &b.attr[0];
+        b.nodes[1].n_attribute = 1;
+        b.nodes[1].attribute = b.pattr[1];
+        b.attr[1] = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+        b.attr[1].name = S("axis");
+        b.attr[1].has_i = 1;
+        b.attr[1].i = -1;
+        b.pattr[1][1] = &b.attr[1];
+        b.nodes[1].n_attribute = 2;
+    }
+    mb_expect(&b, "split sizes past the features", REMAT_ERR_SHAPE,
+              (const char *const[]){"split sizes do not fit 24", "'sp'", NULL});
+
     /* a 4-d output is not logits */
     mb_init(&b, 13, 1, "y");
     mb_node(&b, 0, "Relu", "r", "x", NULL, "y");

@@ -202,6 +202,8 @@ static bool split_parts(struct rd *r, const char *name, int nd_x, int64_t out, s
         return false;
     for (size_t i = 0; i < *k; i++) {
         p[i] = (struct part){ox_out_name(r, i), at, n ? sz[i] : out / (int64_t)*k};
+        if (p[i].len < 0 || p[i].len > out - at) /* a file's sizes: never past out */
+            return false;
         at += p[i].len;
     }
     return true;
@@ -254,7 +256,7 @@ static int split_of(struct rd *r, const char *name, int nd_x, int64_t out, struc
     int64_t idx[MAX_PARTS];
     size_t n = readers(r, name, idx, MAX_PARTS), k = n, one;
 
-    if (n < 1 || n > MAX_PARTS)
+    if (n < 1 || n > MAX_PARTS || out <= 0)
         return 0;
     if (n == 1 && is_type(r, idx[0], "Split")) {
         if (!node_parts(r, idx[0], true, name, nd_x, out, p, &k))
@@ -271,10 +273,12 @@ static int split_of(struct rd *r, const char *name, int nd_x, int64_t out, struc
             p[j] = p[j - 1];
             p[j - 1] = t;
         }
-    for (size_t i = 0; i < k; i++)
+    if (k < 2 || out % (int64_t)k || p[0].len != out / (int64_t)k)
+        return 0;
+    for (size_t i = 0; i < k; i++) /* each len is out / k, so no product overflows */
         if (p[i].len != p[0].len || p[i].start != (int64_t)i * p[0].len)
             return 0;
-    return k >= 2 && p[0].len * (int64_t)k == out ? (int)k : 0;
+    return (int)k;
 }
 
 /* The parts of the linear layer of x by w (b) whose output is name; 0: not split. */

@@ -567,7 +567,7 @@ static remat_status tf_split(struct rd *r)
     for (size_t i = 0; !n && i < no; i++)
         sz[i] = xs[axis] / (int64_t)no;
     for (size_t i = 0; i < no && !st; i++) {
-        if ((n && (size_t)n != no) || sz[i] <= 0 || at + sz[i] > xs[axis])
+        if ((n && (size_t)n != no) || sz[i] <= 0 || sz[i] > xs[axis] - at)
             return ox_node_fail(r, REMAT_ERR_SHAPE, "split sizes do not fit %lld",
                                 (long long)xs[axis]);
         if (ox_out_name(r, i))
