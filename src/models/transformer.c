@@ -82,23 +82,39 @@ static int32_t tf_add(const struct tf *t, int32_t x, int32_t y, const char *pref
     return zoo_opn(t->g, REMAT_OP_ADD, xs, 2, prefix, leaf);
 }
 
+/* The split in its two ops: (b, s, d) viewed as (b, s, h, d / h), then transposed to
+ * (b, h, s, d / h). */
+static int32_t tf_split_view(const struct tf *t, int32_t x, const char *prefix, const char *leaf)
+{
+    char name[ZOO_NAME_MAX];
+
+    snprintf(name, sizeof name, "%s.split", leaf);
+    return tf_reshape(t, x, prefix, name, 4, (int64_t[]){t->b, t->s, t->h, t->d / t->h});
+}
+
+static int32_t tf_split_transpose(const struct tf *t, int32_t x, const char *prefix,
+                                  const char *leaf)
+{
+    remat_attrs tr = {.perm = {0, 2, 1, 3}};
+    char name[ZOO_NAME_MAX];
+
+    snprintf(name, sizeof name, "%s.heads", leaf);
+    return zoo_op1(t->g, REMAT_OP_TRANSPOSE, x, &tr, prefix, name);
+}
+
 /* (b, s, d) to (b, h, s, d / h), or back (merge). */
 static int32_t tf_heads(const struct tf *t, int32_t x, const char *prefix, const char *leaf,
                         bool merge)
 {
     remat_attrs tr = {.perm = {0, 2, 1, 3}};
-    int64_t dh = t->d / t->h;
     char name[ZOO_NAME_MAX];
 
-    snprintf(name, sizeof name, "%s.%s", leaf, merge ? "merge" : "split");
-    if (merge) {
-        x = zoo_op1(t->g, REMAT_OP_TRANSPOSE, x, &tr, prefix, name);
-        snprintf(name, sizeof name, "%s.merge_view", leaf);
-        return tf_reshape(t, x, prefix, name, 3, (int64_t[]){t->b, t->s, t->d});
-    }
-    x = tf_reshape(t, x, prefix, name, 4, (int64_t[]){t->b, t->s, t->h, dh});
-    snprintf(name, sizeof name, "%s.heads", leaf);
-    return zoo_op1(t->g, REMAT_OP_TRANSPOSE, x, &tr, prefix, name);
+    if (!merge)
+        return tf_split_transpose(t, tf_split_view(t, x, prefix, leaf), prefix, leaf);
+    snprintf(name, sizeof name, "%s.merge", leaf);
+    x = zoo_op1(t->g, REMAT_OP_TRANSPOSE, x, &tr, prefix, name);
+    snprintf(name, sizeof name, "%s.merge_view", leaf);
+    return tf_reshape(t, x, prefix, name, 3, (int64_t[]){t->b, t->s, t->d});
 }
 
 /* Multi-head self-attention on (b, s, d) up to the merged heads, before the output
@@ -114,11 +130,16 @@ static int32_t tf_attention(const struct tf *t, int32_t x, const char *p, bool c
 
     /* The three projections first, then their heads: the order in which PyTorch's
      * fused projection and its split come out of an ONNX export, so that an exported
-     * model and the zoo's give every planner the same op order. */
+     * model and the zoo's give every planner the same op order (which decides ties). */
     for (int i = 0; i < 3; i++)
         qkv[i] = tf_linear(t, x, p, n[i], t->d);
-    for (int i = 0; i < 3; i++)
-        qkv[i] = tf_heads(t, qkv[i], p, n[i], false);
+    /* q's heads, then k's and v's views, then v's transpose and k's: the order in which
+     * the ONNX reader emits PyTorch's q, k and v heads (tests/cli.sh plans both) */
+    qkv[0] = tf_heads(t, qkv[0], p, n[0], false);
+    for (int i = 1; i < 3; i++)
+        qkv[i] = tf_split_view(t, qkv[i], p, n[i]);
+    for (int i = 2; i >= 1; i--)
+        qkv[i] = tf_split_transpose(t, qkv[i], p, n[i]);
     in[0] = qkv[0];
     in[1] = qkv[1];
     in[0] = zoo_mm(t->g, in, &(remat_attrs){.trans_b = true}, p, "scores");

@@ -63,7 +63,7 @@ static remat_status op_edges(const remat_tgraph *tg, const remat_allocator *a, i
     size_t cap = 0;
 
     for (int32_t w = 0; w < n; w++)
-        cap += (size_t)tg->ops[w].n_in;
+        cap += 2 * (size_t)tg->ops[w].n_in;
     *at = core_calloc(a, (size_t)n + 2, sizeof **at);
     *to = core_calloc(a, cap + 1, sizeof **to);
     *n_edges = cap; /* the caller frees *to with it, on failure too */
@@ -73,8 +73,11 @@ static remat_status op_edges(const remat_tgraph *tg, const remat_allocator *a, i
         const struct top *op = &tg->ops[w];
 
         (*at)[w] = k;
-        for (int32_t i = 0; i < op->n_in; i++) {
-            int32_t u = tg->values[op->in[i]].producer;
+        for (int32_t i = 0; i < 2 * op->n_in; i++) {
+            /* each input's producer, then its buffer's: a view's reader holds the base's
+             * buffer too (so that a kept view keeps its base, which owns the bytes) */
+            int32_t x = op->in[i / 2], u = i % 2 ? tg->values[tg->values[x].buf].producer
+                                                 : tg->values[x].producer;
             bool dup = false;
 
             if (u < 0)
