@@ -147,3 +147,18 @@ void core_pages_free(void *p, size_t n)
     if (p && n)
         munmap(p, core_pages_round(n));
 }
+
+void core_hint_huge(void *p, size_t n)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~(huge - 1);
+
+    if (p && n >= 4 * huge && hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}

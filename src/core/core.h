@@ -48,6 +48,10 @@ void core_strfree(const remat_allocator *a, char *s);
  */
 void *core_pages_alloc(size_t n);
 void core_pages_free(void *p, size_t n);
+/* A hint that the block [p, p + n) is a large table written soon in full: the kernel is
+ * asked for huge pages under its aligned interior (fewer page faults; blocks under 8 MiB,
+ * or where the kernel does not offer them, are left as they are). */
+void core_hint_huge(void *p, size_t n);
 size_t core_pages_round(size_t n);
 /* What a block of n bytes holds in whole pages once touched: core_pages_round(n), and
  * one page for 0 bytes (the backends allocate at least one). */

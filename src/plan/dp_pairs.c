@@ -29,6 +29,7 @@ bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_set
         dp_pairs_fini(pc);
         return false;
     }
+    core_hint_huge(pc->p, pc->cap * sizeof *pc->p);
     return true;
 }
 

@@ -616,6 +616,7 @@ static remat_status build_approx(const struct dag *d, struct lsets *ls, bool inc
     ls->cap = cap;
     if (core_mul_size(cap, sizeof *ls->bits * w, &bytes))
         ls->bits = core_alloc(a, bytes);
+    core_hint_huge(ls->bits, bytes); /* n^2 / 8 bytes, each written once */
     ls->size = core_alloc(a, sizeof *ls->size * cap);
     if (!base || !perm || !pos || !m || !row || !done || !ls->bits || !ls->size) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets");
