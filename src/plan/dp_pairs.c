@@ -17,7 +17,8 @@
 /* Sizes past which D t + bytes could pass int64 (2^59 each): no bound. */
 #define LAG_MAX ((int64_t)1 << 59)
 
-bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_sets, size_t cap)
+bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_sets, size_t cap,
+                   bool with_c)
 {
     memset(pc, 0, sizeof *pc);
     pc->al = al;
@@ -25,11 +26,13 @@ bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_set
     pc->cap = cap ? cap : 1;
     pc->at = core_calloc(al, (size_t)n_sets + 1, sizeof *pc->at);
     pc->p = core_alloc(al, pc->cap * sizeof *pc->p);
-    if (!pc->at || !pc->p) {
+    pc->c = with_c ? core_alloc(al, pc->cap * sizeof *pc->c) : NULL;
+    if (!pc->at || !pc->p || (with_c && !pc->c)) {
         dp_pairs_fini(pc);
         return false;
     }
     core_hint_huge(pc->p, pc->cap * sizeof *pc->p);
+    core_hint_huge(pc->c, pc->cap * sizeof *pc->c);
     return true;
 }
 
@@ -38,6 +41,7 @@ void dp_pairs_fini(struct dp_pairs *pc)
     /* al NULL is the C library's allocator; core_free passes over NULL blocks */
     core_free(pc->al, pc->at, sizeof *pc->at * ((size_t)pc->n_sets + 1));
     core_free(pc->al, pc->p, sizeof *pc->p * pc->cap);
+    core_free(pc->al, pc->c, sizeof *pc->c * pc->cap);
     memset(pc, 0, sizeof *pc);
 }
 
@@ -72,17 +76,18 @@ static struct lag_path lag_pass(const struct dp_pairs *pc, const struct lsets *l
             continue;
         for (size_t e = pc->at[j]; e < pc->at[j + 1]; e++) {
             const struct dp_pair *q = &pc->p[e];
+            size_t c = dp_pair_charge(pc, ls, e, j);
             int64_t v;
 
-            if (q->c > B || ls->m[j] - ls->m[q->i] > window)
+            if (c > B || ls->m[j] - ls->m[q->i] > window)
                 continue;
-            v = D * q->dt + (j == last ? (int64_t)q->c : (int64_t)q->dm + h[j]);
+            v = D * q->dt + (j == last ? (int64_t)c : (int64_t)q->dm + h[j]);
             if (v < h[q->i]) {
                 h[q->i] = v;
                 nx->to[q->i] = j;
                 nx->dt[q->i] = q->dt;
                 nx->dm[q->i] = q->dm;
-                nx->c[q->i] = q->c;
+                nx->c[q->i] = c;
             }
         }
     }

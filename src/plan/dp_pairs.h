@@ -6,9 +6,11 @@
  * c is at most B (kusumoto.c, pair_block). Its quantities do not depend on B, so the
  * pairs usable at the largest budget of a search are worked out once (a subset test and
  * a walk of L_j's boundary each, or the simulator's model) and every run at that budget
- * or below filters them. Rows by L_j, i ascending, as the DP visits them. 24 bytes a
- * pair; kept only up to DP_PAIRS_MAX pairs (ResNet-2498 at the budget halfway to
- * `none`'s peak: 9.8 10^6 pairs, 234 MB).
+ * or below filters them. Rows by L_j, i ascending, as the DP visits them. 16 bytes a
+ * pair with the authors' model, whose charge is worked out again from the sets' M
+ * (dp_authors_charge), 24 with the simulator's; kept only up to DP_PAIRS_MAX pairs
+ * (ResNet-2498 at the budget halfway to `none`'s peak: 9.8 10^6 pairs, 157 MB; GPT-2
+ * of 1,000 layers at its least budget: 6.2 10^6 pairs, 99 MB instead of 148).
  *
  * The bound (dp_lagrange): every block of a chain satisfies m + c <= B, the last one
  * (into V) too, with m the state carried into it; so for D > 0 bytes per unit of
@@ -25,22 +27,42 @@
 
 struct dp_pair {
     int32_t i, dt;   /* from L_i; the block's overhead (in the DP's units) */
-    size_t dm, c;    /* growth of the state; charge above it */
+    size_t dm;       /* growth of the state */
 };
 
 struct dp_pairs {
     size_t *at;           /* n_sets + 1: pairs into L_j are p[at[j] .. at[j + 1]) */
     struct dp_pair *p;    /* NULL: none kept */
+    size_t *c;            /* per pair its charge above the state (the simulator's model);
+                             NULL with the authors' model (dp_pair_charge) */
     size_t n, cap;
     int32_t n_sets;
     size_t budget;        /* the budget they were kept at (runs use them at or below it) */
     const remat_allocator *al;
 };
 
-/* The most pairs kept (24 bytes each). */
+/* The most pairs kept (16 or 24 bytes each). */
 #define DP_PAIRS_MAX ((int64_t)1 << 24)
 
-bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_sets, size_t cap);
+/* The charge of the block L_j \ L_i above the state carried into it in the authors'
+ * model: twice its nodes' bytes (forward, then backward with its gradients) and the
+ * boundary's that the block's backward reads, M(δ+(L_j)) + M(δ−(δ+(L_j)) \ L_j). */
+static inline size_t dp_authors_charge(const struct lsets *ls, int32_t i, int32_t j)
+{
+    return 2 * (ls->m[j] - ls->m[i]) + ls->m_out[j];
+}
+
+/* Kept pair e, into L_j: its charge. */
+static inline size_t dp_pair_charge(const struct dp_pairs *pc, const struct lsets *ls,
+                                    size_t e, int32_t j)
+{
+    return pc->c ? pc->c[e] : dp_authors_charge(ls, pc->p[e].i, j);
+}
+
+/* Room for cap pairs over n_sets sets; with_c: their charges too (the simulator's
+ * model). False when out of memory. */
+bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_sets, size_t cap,
+                   bool with_c);
 void dp_pairs_fini(struct dp_pairs *pc);
 
 /* The Lagrangian bound of a run at budget B (window: the largest M(L_j) - M(L_i) of a

@@ -103,7 +103,7 @@ static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t 
         return *c <= p->budget;
     }
     *dt = quantize(p, block_t(p, i, j, dm, &dmv));
-    *c = 2 * dmv + ls->m_out[j];
+    *c = dp_authors_charge(ls, i, j);
     return *c <= p->budget;
 }
 
@@ -175,15 +175,18 @@ pairs_next(const struct dp *p, struct pair_it *it, int32_t *i, int32_t *dt, size
 {
     if (p->pc.p) {
         while (it->e < it->end) {
-            const struct dp_pair *q = &p->pc.p[it->e++];
+            size_t e = it->e++;
+            const struct dp_pair *q = &p->pc.p[e];
+            size_t qc;
 
             if (it->live && p->fr_n[q->i] == 0)
                 continue;
-            if (q->c <= p->budget && p->ls->m[it->j] - p->ls->m[q->i] <= window(p)) {
+            qc = dp_pair_charge(&p->pc, p->ls, e, it->j);
+            if (qc <= p->budget && p->ls->m[it->j] - p->ls->m[q->i] <= window(p)) {
                 *i = q->i;
                 *dt = q->dt;
                 *dm = q->dm;
-                *c = q->c;
+                *c = qc;
                 return true;
             }
         }
@@ -234,14 +237,18 @@ bool dp_keep_pairs(struct dp *p)
 
     if (p->pc.p || n > DP_PAIRS_MAX)
         return true;
-    if (!dp_pairs_init(&pc, p->al, p->ls->n, (size_t)n))
+    if (!dp_pairs_init(&pc, p->al, p->ls->n, (size_t)n, p->ls->sim != NULL))
         return false;
     for (int32_t j = 1; j < p->ls->n; j++) {
         struct dp_pair q;
+        size_t c;
 
         pc.at[j] = pc.n;
-        for (pairs_begin(p, j, false, &it); pairs_next(p, &it, &q.i, &q.dt, &q.dm, &q.c);)
+        for (pairs_begin(p, j, false, &it); pairs_next(p, &it, &q.i, &q.dt, &q.dm, &c);) {
+            if (pc.c)
+                pc.c[pc.n] = c;
             pc.p[pc.n++] = q;
+        }
     }
     pc.at[p->ls->n] = pc.n;
     pc.budget = p->budget;
