@@ -14,13 +14,28 @@
  * and is freed as soon as the solver has loaded it. Clp and CBC copy the model again
  * and their allocations do not come from the graph's allocator; out of memory inside
  * them ends the process (a C++ exception).
+ *
+ * CBC's branch and cut runs in a child process (cbc_solve_apart): CBC 2.10 can
+ * dereference NULL in CglPreProcess::postProcess when its time limit ends the
+ * preprocessing early (U-Net's MILP at a limit of about 2 s, one run in a few), which
+ * would end the whole program. A child that dies, or outlives the time limit by
+ * CBC_GRACE seconds (and is killed), reads as a solve stopped without a solution.
  */
 #include "plan/optimal.h"
 
 #include <coin/Cbc_C_Interface.h>
 #include <coin/Clp_C_Interface.h>
+#include <errno.h>
 #include <float.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Seconds a solve may run past its time limit before its process is killed (CBC's
+ * limit is checked between its phases, and cleanup follows it). */
+#define CBC_GRACE 30.0
 
 /* The model column by column, rows and columns from 0, as the solvers load it. */
 struct csc {
@@ -231,12 +246,128 @@ static enum lp_end cbc_end(Cbc_Model *M)
     return LP_STOPPED;
 }
 
+/* What a solve sends back from its child: how it ended, its bound, whether ncols values
+ * of its best solution follow. */
+struct cbc_head {
+    int end, found;
+    double bound;
+};
+
+/* Writes n bytes to fd; false on error. */
+static bool write_all(int fd, const void *buf, size_t n)
+{
+    const char *b = buf;
+
+    while (n) {
+        ssize_t k = write(fd, b, n);
+
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return false;
+        b += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+/* Reads n bytes from fd until t_kill (core_seconds); false on error, end of file or
+ * time out. */
+static bool read_all(int fd, void *buf, size_t n, double t_kill)
+{
+    char *b = buf;
+
+    while (n) {
+        double left = t_kill - core_seconds();
+        struct pollfd pf = {fd, POLLIN, 0};
+        int r = poll(&pf, 1, left <= 0 ? 0 : left > 3600 ? 3600000 : (int)(left * 1000) + 1);
+        ssize_t k;
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false; /* an error, or the time is up */
+        k = read(fd, b, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return false;
+        b += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+/* The child's side: solves, sends the head and the solution, ends without the parent's
+ * exit handlers or buffered output. */
+static void cbc_child(Cbc_Model *M, int ncols, int fd)
+{
+    const double *sol;
+    struct cbc_head h;
+
+    Cbc_solve(M);
+    h.end = cbc_end(M);
+    sol = Cbc_bestSolution(M);
+    h.found = sol != NULL;
+    h.bound = h.end == LP_DONE && h.found ? Cbc_getObjValue(M) : Cbc_getBestPossibleObjValue(M);
+    _exit(write_all(fd, &h, sizeof h) &&
+                  (!sol || write_all(fd, sol, sizeof *sol * (size_t)ncols))
+              ? 0
+              : 1);
+}
+
+/* Cbc_solve(M) in a child process; its solution into sol (ncols values) when *found.
+ * Where no child can be made, in this process. */
+static enum lp_end cbc_solve_apart(Cbc_Model *M, int ncols, double t_end, double *sol,
+                                   bool *found, double *bound)
+{
+    struct cbc_head h = {LP_STOPPED, 0, -DBL_MAX};
+    int fd[2] = {-1, -1}, status = 0;
+    pid_t pid = -1;
+    bool ok;
+
+    if (pipe(fd) == 0 && (pid = fork()) < 0) {
+        close(fd[0]);
+        close(fd[1]);
+    }
+    if (pid >= 0) {
+        if (pid == 0) {
+            close(fd[0]);
+            cbc_child(M, ncols, fd[1]);
+        }
+        close(fd[1]);
+        ok = read_all(fd[0], &h, sizeof h, t_end + CBC_GRACE) &&
+             (!h.found || read_all(fd[0], sol, sizeof *sol * (size_t)ncols, t_end + CBC_GRACE));
+        close(fd[0]);
+        if (!ok)
+            kill(pid, SIGKILL); /* stopped past its time, or already dead */
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            *found = false;
+            *bound = -DBL_MAX;
+            return LP_STOPPED;
+        }
+        *found = h.found;
+        *bound = h.bound;
+        return (enum lp_end)h.end;
+    }
+    Cbc_solve(M); /* no pipe or no child */
+    h.end = cbc_end(M);
+    if (Cbc_bestSolution(M)) {
+        memcpy(sol, Cbc_bestSolution(M), sizeof *sol * (size_t)ncols);
+        *found = true;
+    }
+    *bound = h.end == LP_DONE && *found ? Cbc_getObjValue(M) : Cbc_getBestPossibleObjValue(M);
+    return (enum lp_end)h.end;
+}
+
 enum lp_end optimal_branch(struct opt *o, const struct lp *lp, const double *start,
                            double t_end, double *x, bool *found, double *bound, bool *oom)
 {
     struct csc m;
     Cbc_Model *M;
-    const double *sol;
+    double *sol;
     enum lp_end end;
 
     *found = false;
@@ -258,14 +389,16 @@ enum lp_end optimal_branch(struct opt *o, const struct lp *lp, const double *sta
         *oom = true;
         return LP_FAILED;
     }
-    Cbc_solve(M);
-    end = cbc_end(M);
-    if ((sol = Cbc_bestSolution(M))) {
+    if (!(sol = core_alloc(o->a, sizeof *sol * ((size_t)m.ncols + 1)))) {
+        Cbc_deleteModel(M);
+        *oom = true;
+        return LP_FAILED;
+    }
+    end = cbc_solve_apart(M, m.ncols, t_end, sol, found, bound);
+    if (*found)
         for (int j = 0; j < m.ncols; j++)
             x[j + 1] = sol[j];
-        *found = true;
-    }
-    *bound = end == LP_DONE && *found ? Cbc_getObjValue(M) : Cbc_getBestPossibleObjValue(M);
+    core_free(o->a, sol, sizeof *sol * ((size_t)m.ncols + 1));
     Cbc_deleteModel(M);
     return end;
 }
