@@ -56,7 +56,7 @@ struct pair_memo {
  * family of up to DP_SIM_MAX_NODES nodes: 1,002 sets, 12 MB; the exact families of
  * GPT-2 small, 3,033 sets, and of its 6-layer reduction, 1,521, whose least budget's
  * search without them worked every pair out again in each of its runs: 14 and 21 s
- * instead of 4.7 and 4.3). Larger families go without. */
+ * instead of about 4.5). Larger families go without. */
 #define MEMO_SETS 3500
 
 static bool csr_push(const remat_allocator *a, struct csr *c, int32_t x)
