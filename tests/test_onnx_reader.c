@@ -207,6 +207,44 @@ static void mb_node(struct mb *b, int i, const char *type, const char *name,
     n->output = b->out_names[i];
 }
 
+/* The model's one initializer, "w": a float tensor of nd dims holding n values. */
+static void mb_weight(struct mb *b, int64_t *dims, size_t nd, float *data, size_t n)
+{
+    b->init[0] = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
+    b->init[0].name = S("w");
+    b->init[0].n_dims = nd;
+    b->init[0].dims = dims;
+    b->init[0].has_data_type = 1;
+    b->init[0].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    b->init[0].n_float_data = n;
+    b->init[0].float_data = data;
+    b->pinit[0] = &b->init[0];
+    b->g.n_initializer = 1;
+    b->g.initializer = b->pinit;
+}
+
+/* Adds an attribute to node i: n ints, or with ints NULL the integer v. */
+static void mb_attr(struct mb *b, int i, const char *name, int64_t *ints, size_t n, int64_t v)
+{
+    size_t k = 0;
+    Onnx__AttributeProto *a;
+
+    for (int q = 0; q < 4; q++) /* the slots that earlier attributes took */
+        k += b->nodes[q].n_attribute;
+    a = &b->attr[k];
+    *a = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+    a->name = S(name);
+    if (ints) {
+        a->n_ints = n;
+        a->ints = ints;
+    } else {
+        a->has_i = 1;
+        a->i = v;
+    }
+    b->pattr[i][b->nodes[i].n_attribute++] = a;
+    b->nodes[i].attribute = b->pattr[i];
+}
+
 /* Packs and reads b; checks the status and that the message has every word of want. */
 static void mb_expect(struct mb *b, const char *what, remat_status want_st,
                       const char *const *want)
@@ -262,17 +300,7 @@ static void test_broken_models(void)
         static int64_t dims[4] = {1 << 20, 1 << 20, 1, 1};
         static float four[4];
 
-        b.init[0] = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
-        b.init[0].name = S("w");
-        b.init[0].n_dims = 4;
-        b.init[0].dims = dims;
-        b.init[0].has_data_type = 1;
-        b.init[0].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-        b.init[0].n_float_data = 4;
-        b.init[0].float_data = four;
-        b.pinit[0] = &b.init[0];
-        b.g.n_initializer = 1;
-        b.g.initializer = b.pinit;
+        mb_weight(&b, dims, 4, four, 4);
     }
     mb_expect(&b, "dims and data disagree", REMAT_ERR_PARSE,
               (const char *const[]){"'w'", "disagree", NULL});
@@ -283,18 +311,8 @@ static void test_broken_models(void)
     {
         static int64_t k[2] = {2, 2}, pads[4] = {0, 0, 1, 1};
 
-        for (int i = 0; i < 2; i++)
-            b.attr[i] = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
-        b.attr[0].name = S("kernel_shape");
-        b.attr[0].n_ints = 2;
-        b.attr[0].ints = k;
-        b.attr[1].name = S("pads");
-        b.attr[1].n_ints = 4;
-        b.attr[1].ints = pads;
-        b.pattr[0][0] = &b.attr[0];
-        b.pattr[0][1] = &b.attr[1];
-        b.nodes[0].n_attribute = 2;
-        b.nodes[0].attribute = b.pattr[0];
+        mb_attr(&b, 0, "kernel_shape", k, 2, 0);
+        mb_attr(&b, 0, "pads", pads, 4, 0);
     }
     mb_expect(&b, "asymmetric pads", REMAT_ERR_UNSUPPORTED,
               (const char *const[]){"asymmetric", "MaxPool", NULL});
@@ -305,13 +323,7 @@ static void test_broken_models(void)
     {
         static int64_t axes[2] = {1, 7};
 
-        b.attr[0] = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
-        b.attr[0].name = S("axes");
-        b.attr[0].n_ints = 2;
-        b.attr[0].ints = axes;
-        b.pattr[0][0] = &b.attr[0];
-        b.nodes[0].n_attribute = 1;
-        b.nodes[0].attribute = b.pattr[0];
+        mb_attr(&b, 0, "axes", axes, 2, 0);
     }
     mb_expect(&b, "mean over a missing axis", REMAT_ERR_PARSE,
               (const char *const[]){"ReduceMean", "'m'", "axis 7 of a 4-d tensor", NULL});
@@ -345,33 +357,11 @@ static void test_broken_models(void)
         outs[0] = S("y");
         outs[1] = S("k");
         outs[2] = S("v");
-
-        b.init[0] = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
-        b.init[0].name = S("w");
-        b.init[0].n_dims = 2;
-        b.init[0].dims = dims;
-        b.init[0].has_data_type = 1;
-        b.init[0].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-        b.init[0].n_float_data = 8 * 24;
-        b.init[0].float_data = wv;
-        b.pinit[0] = &b.init[0];
-        b.g.n_initializer = 1;
-        b.g.initializer = b.pinit;
+        mb_weight(&b, dims, 2, wv, 8 * 24);
         b.nodes[1].n_output = 3;
         b.nodes[1].output = outs;
-        b.attr[0] = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
-        b.attr[0].name = S("split");
-        b.attr[0].n_ints = 3;
-        b.attr[0].ints = sizes;
-        b.pattr[1][0] = &b.attr[0];
-        b.nodes[1].n_attribute = 1;
-        b.nodes[1].attribute = b.pattr[1];
-        b.attr[1] = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
-        b.attr[1].name = S("axis");
-        b.attr[1].has_i = 1;
-        b.attr[1].i = -1;
-        b.pattr[1][1] = &b.attr[1];
-        b.nodes[1].n_attribute = 2;
+        mb_attr(&b, 1, "split", sizes, 3, 0);
+        mb_attr(&b, 1, "axis", NULL, 0, -1);
     }
     mb_expect(&b, "split sizes past the features", REMAT_ERR_SHAPE,
               (const char *const[]){"split sizes do not fit 24", "'sp'", NULL});
