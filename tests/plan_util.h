@@ -54,6 +54,17 @@ typedef struct bset {
     uint64_t w[HW];
 } bset;
 
+/* Set i of a family as a bset (its row, lsets_row). */
+static inline bset ls_set(const struct lsets *ls, int32_t i)
+{
+    bset b;
+
+    REMAT_ASSERT_TEST(ls->words <= HW);
+    memset(&b, 0, sizeof b);
+    lsets_row(ls, i, b.w);
+    return b;
+}
+
 static inline bool bs_has(const bset *s, int32_t v)
 {
     return (s->w[v >> 6] >> (v & 63)) & 1;
@@ -398,12 +409,10 @@ static inline bool check_family(const struct hg *g, const struct dag *d, bool ex
     REMAT_ASSERT_TEST(got);
     CHECK_OR(ls.bd_at[0] == 0, goto out, "graph %d: bd_at[0] = %d", gi, ls.bd_at[0]);
     for (int32_t i = 0; i < ls.n; i++) {
-        const uint64_t *b = lsets_bits(&ls, i);
         struct sinfo si;
         bset bd = {{0}};
 
-        for (int k = 0; k < ls.words; k++)
-            got[i].w[k] = b[k];
+        got[i] = ls_set(&ls, i);
         for (int32_t v = g->n; v < 64 * ls.words; v++)
             CHECK_OR(!bs_has(&got[i], v), goto out, "graph %d %s set %d: bit %d past n", gi,
                      fam, i, v);
@@ -428,8 +437,8 @@ static inline bool check_family(const struct hg *g, const struct dag *d, bool ex
         /* the subset test through the maximal nodes against the bitsets' own (every
          * pair of up to 128 sets, the first 128 against the rest beyond) */
         for (int32_t j = 0; j < ls.n && (i < 128 || j < 128); j++)
-            CHECK_OR(lsets_subset(&ls, i, j) ==
-                     bits_subset(lsets_bits(&ls, i), lsets_bits(&ls, j), ls.words), goto out,
+            CHECK_OR(lsets_subset(&ls, i, j) == bits_subset(got[i].w, ls_set(&ls, j).w, HW),
+                     goto out,
                      "graph %d %s: sets %d and %d: lsets_subset says %d", gi, fam, i, j,
                      (int)lsets_subset(&ls, i, j));
         for (int32_t k = ls.bd_at[i]; k < ls.bd_at[i + 1]; k++) {

@@ -595,7 +595,7 @@ static void check_coarse(const struct hg *g, const struct dag *d, const struct l
     for (int32_t i = 0; i < n_sets; i++) { /* the sets of ls are those of si, by bits */
         r.at[i] = -1;
         for (int32_t q = 0; q < ls->n && r.at[i] < 0; q++)
-            if (!memcmp(lsets_bits(ls, q), si[i].s.w, sizeof(uint64_t) * (size_t)ls->words))
+            if (!memcmp(ls_set(ls, q).w, si[i].s.w, sizeof(bset)))
                 r.at[i] = q;
         REMAT_ASSERT_TEST(r.at[i] >= 0);
     }

@@ -118,11 +118,11 @@ static size_t chain_model(struct dp_sim *sm, const struct dag *d, const struct l
         m += dm;
         *t += tb;
         for (int32_t v = 0; v < d->n; v++)
-            if (bits_has(lsets_bits(ls, j), v) && !bits_has(lsets_bits(ls, prev), v)) {
+            if (lsets_has(ls, j, v) && !lsets_has(ls, prev, v)) {
                 c->block[v] = b + 1;
                 c->kept[v] = false;
                 for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1]; e++)
-                    c->kept[v] = c->kept[v] || !bits_has(lsets_bits(ls, j), d->succ[e]);
+                    c->kept[v] = c->kept[v] || !lsets_has(ls, j, d->succ[e]);
             }
         prev = j;
     }
@@ -297,7 +297,7 @@ static void test_thin(void)
                 bset b;
                 size_t cut = 0;
 
-                memcpy(b.w, lsets_bits(&ls, q), sizeof b.w);
+                b = ls_set(&ls, q);
                 set_info(&g, &b, &si);
                 for (int32_t v = 0; v < g.n; v++)
                     cut += bs_has(&si.bd, v) ? g.m[v] : 0;
@@ -306,8 +306,8 @@ static void test_thin(void)
                     best = q;
                 }
             }
-            CHECK(!memcmp(lsets_bits(&th, k), lsets_bits(&ls, best), sizeof(uint64_t) *
-                          (size_t)ls.words) && th.m[k] == ls.m[best] && th.t[k] == ls.t[best] &&
+            CHECK(!memcmp(ls_set(&th, k).w, ls_set(&ls, best).w, sizeof(bset)) &&
+                  th.m[k] == ls.m[best] && th.t[k] == ls.t[best] &&
                   th.m_out[k] == ls.m_out[best] && th.size[k] == ls.size[best] &&
                   th.bd_at[k + 1] - th.bd_at[k] == ls.bd_at[best + 1] - ls.bd_at[best] &&
                   th.mx_at[k + 1] - th.mx_at[k] == ls.mx_at[best + 1] - ls.mx_at[best],

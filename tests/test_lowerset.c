@@ -78,8 +78,8 @@ static void test_dfs(void)
                           REMAT_OK);
         CHECK(ls.n == 7, "3 free nodes, key %d: %d sets, want 7", k, ls.n);
         for (int32_t i = 0; i < ls.n && i < 7; i++)
-            CHECK(lsets_bits(&ls, i)[0] == want[i], "key %d: set %d is %#llx, want %#llx", k,
-                  i, (unsigned long long)lsets_bits(&ls, i)[0], (unsigned long long)want[i]);
+            CHECK(ls_set(&ls, i).w[0] == want[i], "key %d: set %d is %#llx, want %#llx", k, i,
+                  (unsigned long long)ls_set(&ls, i).w[0], (unsigned long long)want[i]);
         lsets_fini(&ls);
     }
     dag_fini(&d);
@@ -98,16 +98,12 @@ static void test_dfs(void)
         CHECK(ls.n >= 2 && ls.n <= n_all, "graph %d: %d sets of %d", gi, ls.n, n_all);
         CHECK(ls.size[0] == 0 && ls.size[ls.n - 1] == g.n, "graph %d: not from ∅ to V", gi);
         for (int32_t i = 0; i < ls.n; i++) {
-            bset s;
+            bset s = ls_set(&ls, i);
 
-            memset(&s, 0, sizeof s);
-            for (int32_t v = 0; v < g.n; v++)
-                if (bits_has(lsets_bits(&ls, i), v))
-                    bs_add(&s, v);
             CHECK_OR(bs_in(&s, all, n_all), break, "graph %d: set %d is not lower", gi, i);
             for (int32_t j = 0; j < i; j++)
-                CHECK_OR(memcmp(lsets_bits(&ls, i), lsets_bits(&ls, j), 8 * (size_t)ls.words),
-                         break, "graph %d: sets %d and %d equal", gi, j, i);
+                CHECK_OR(memcmp(s.w, ls_set(&ls, j).w, sizeof s.w), break,
+                         "graph %d: sets %d and %d equal", gi, j, i);
         }
         CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &b_dfs));
         CHECK_OK(kusumoto_min_budget(&d, &full, NULL, &b_full));
@@ -125,7 +121,7 @@ static bool same_family(const struct lsets *a, const struct lsets *b, int gi)
     bool ok = a->n == b->n && a->words == b->words;
 
     for (int32_t i = 0; ok && i < a->n; i++) {
-        ok = !memcmp(lsets_bits(a, i), lsets_bits(b, i), sizeof *a->bits * (size_t)a->words) &&
+        ok = !memcmp(ls_set(a, i).w, ls_set(b, i).w, sizeof(bset)) &&
              a->size[i] == b->size[i] && a->m[i] == b->m[i] && a->t[i] == b->t[i] &&
              a->m_out[i] == b->m_out[i] && a->bd_at[i + 1] == b->bd_at[i + 1] &&
              a->mx_at[i + 1] == b->mx_at[i + 1];
@@ -247,13 +243,13 @@ static int32_t ref_family(const struct hg *g, struct ref_set *out, bool *v_dup)
 static bool same_as_ref(const struct hg *g, const struct lsets *ls, int32_t i,
                         const struct ref_set *r)
 {
-    const uint64_t *b = lsets_bits(ls, i);
+    bset b = ls_set(ls, i);
     struct sinfo si;
     int32_t nb = ls->bd_at[i], nx = ls->mx_at[i];
     bool ok = ls->size[i] == r->size && ls->m[i] == r->m;
 
     for (int k = 0; k < HW; k++)
-        ok = ok && (k < ls->words ? b[k] : 0) == r->s.w[k];
+        ok = ok && b.w[k] == r->s.w[k];
     if (!ok)
         return false;
     set_info(g, &r->s, &si);
@@ -322,6 +318,92 @@ static void test_approx_reference(void)
     printf("  %d graphs of up to %d nodes, V a closure in %d\n", n_graphs, HN, n_dup);
 }
 
+/*
+ * The compact rows (struct lrow) of a hand-built 192-node graph: a chain 0 -> ... -> 139,
+ * nodes 140..189 without edges, 190 after 139 and 170, 191 after 5. Each set is the
+ * closure of its highest node (or ∅, or V), checked bit by bit against closures found by
+ * a walk over the predecessors, and the rows' shapes against the hand-worked ones:
+ * closure(139) is two full words and one stored, {170} a zero word then one stored,
+ * closure(191) three stored words with a zero one inside, ∅ none, V three full words.
+ * Stored in all: 138 words for the chain (none where a closure ends a word: 63, 127),
+ * 50 for the lone nodes, 1 for 190, 3 for 191: 192 words, where dense rows take 582.
+ */
+static void test_compact_rows(void)
+{
+    static struct hg g;
+    static bset want[HN];
+    struct dag d;
+    struct lsets ls;
+    struct { int32_t top, full, lead, len; } shape[] = {
+        {139, 2, 2, 1}, {63, 1, 3, 0}, {170, 0, 2, 1}, {190, 2, 2, 1}, {191, 0, 0, 3},
+    };
+    int checked = 0;
+
+    hg_reset(&g, HN);
+    for (int32_t v = 1; v < 140; v++)
+        hg_edge(&g, v - 1, v);
+    hg_edge(&g, 139, 190);
+    hg_edge(&g, 170, 190);
+    hg_edge(&g, 5, 191);
+    for (int32_t v = 0; v < HN; v++) {
+        g.m[v] = 1;
+        g.t[v] = 1;
+    }
+    g.int_t = true;
+    for (int32_t v = 0; v < HN; v++) { /* closures: v and its predecessors' closures */
+        bs_add(&want[v], v);
+        for (int32_t u = 0; u < v; u++)
+            if (bs_has(&g.pm[v], u))
+                for (int k = 0; k < HW; k++)
+                    want[v].w[k] |= want[u].w[k];
+    }
+    to_dag(&g, &d);
+    REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK);
+    CHECK(ls.n == HN + 2 && ls.words == 3, "%d sets of %d words, want %d of 3", ls.n, ls.words,
+          HN + 2);
+    CHECK(ls.bits_n == 192, "%zu words stored, want 192 (hand-worked)", ls.bits_n);
+    for (int32_t i = 0; i < ls.n; i++) {
+        bset got = ls_set(&ls, i), ref = {{0}};
+        int32_t top = -1;
+
+        for (int32_t v = 0; v < HN; v++)
+            top = bs_has(&got, v) ? v : top;
+        if (ls.size[i] == HN)
+            for (int32_t v = 0; v < HN; v++)
+                bs_add(&ref, v);
+        else if (top >= 0)
+            ref = want[top];
+        CHECK_OR(!memcmp(&got, &ref, sizeof got), break,
+                 "set %d (size %d, top node %d) is not the closure", i, ls.size[i], top);
+        for (int32_t v = 0; v < HN; v++)
+            CHECK_OR(lsets_has(&ls, i, v) == bs_has(&ref, v), goto out,
+                     "set %d: lsets_has(%d) wrong", i, v);
+        for (int k = 0; k < HW; k++)
+            CHECK_OR(lsets_word(&ls, i, k) == ref.w[k], goto out, "set %d: word %d wrong", i,
+                     k);
+        if (top < 0 || ls.size[i] == HN) {
+            int32_t full = top < 0 ? 0 : 3;
+
+            CHECK(ls.row[i].full == full && ls.row[i].len == 0 && lsets_end(&ls, i) == full,
+                  "%s: full %d, %d stored, want %d and 0", top < 0 ? "∅" : "V",
+                  ls.row[i].full, ls.row[i].len, full);
+            checked++;
+        }
+        for (size_t k = 0; k < sizeof shape / sizeof *shape; k++)
+            if (shape[k].top == top && ls.size[i] != HN) {
+                CHECK(ls.row[i].full == shape[k].full && ls.row[i].lead == shape[k].lead &&
+                      ls.row[i].len == shape[k].len, "closure(%d): full %d lead %d len %d, "
+                      "want %d %d %d", top, ls.row[i].full, ls.row[i].lead, ls.row[i].len,
+                      shape[k].full, shape[k].lead, shape[k].len);
+                checked++;
+            }
+    }
+    CHECK(checked == 7, "%d of the 7 hand-worked rows met", checked);
+out:
+    lsets_fini(&ls);
+    dag_fini(&d);
+}
+
 int main(void)
 {
     const char *env = getenv("REMAT_SEED");
@@ -331,5 +413,6 @@ int main(void)
     RUN_TIMED(test_dfs);
     RUN_TIMED(test_incremental);
     RUN_TIMED(test_approx_reference);
+    RUN_TIMED(test_compact_rows);
     return harness_end();
 }

@@ -23,7 +23,7 @@ static int32_t candidates(const struct lsets *ls, int32_t *cand)
     for (int32_t i = 1; i + 1 < ls->n; i++) {
         if (ls->bd_at[i + 1] - ls->bd_at[i] != 1)
             continue;
-        if (n > 0 && !bits_subset(lsets_bits(ls, cand[n - 1]), lsets_bits(ls, i), ls->words))
+        if (n > 0 && !lsets_subset(ls, cand[n - 1], i))
             continue; /* a side branch's cut: not on the main chain */
         cand[n++] = i;
     }
@@ -47,11 +47,14 @@ static remat_status lower_cuts(const remat_tgraph *tg, const struct dag *d,
     }
     for (int32_t k = 0; k <= n_cuts; k++) {
         int32_t j = k < n_cuts ? cuts[k] : ls->n - 1;
-        const uint64_t *bj = lsets_bits(ls, j);
 
-        for (int32_t v = 0; v < d->n; v++)
-            if (bits_has(bj, v) && c.block[v] == 0)
-                c.block[v] = k + 1;
+        for (int32_t w = 0; w < lsets_end(ls, j); w++)
+            for (uint64_t x = lsets_word(ls, j, w); x; x &= x - 1) {
+                int32_t v = 64 * w + __builtin_ctzll(x);
+
+                if (c.block[v] == 0)
+                    c.block[v] = k + 1;
+            }
         for (int32_t q = ls->bd_at[j]; q < ls->bd_at[j + 1]; q++)
             if (c.block[ls->bd[q]] == k + 1)
                 c.kept[ls->bd[q]] = true;

@@ -40,6 +40,7 @@ struct dp_sim {
     bool *live, *persist;      /* per buffer, valid where stamp == epoch */
     int32_t *nstamp, *kstamp, *need; /* per node: in the block, kept, needed */
     int32_t *blk, *steps;      /* the block's nodes; its backward phase's steps */
+    uint64_t *row_i, *row_j;   /* the pair's two sets as dense rows (lsets_row) */
     /* pair (i, j), i < j, at j (j - 1) / 2 + i: its quantities once worked out (the DP
      * asks for the same pairs at each budget of its searches, twenty runs and more);
      * NULL past MEMO_SETS sets */
@@ -125,6 +126,8 @@ void dp_sim_free(struct dp_sim *s)
     core_free(a, s->need, sizeof *s->need * (n + 1));
     core_free(a, s->blk, sizeof *s->blk * (n + 1));
     core_free(a, s->steps, sizeof *s->steps * (2 * n + 1));
+    core_free(a, s->row_i, sizeof *s->row_i * (size_t)s->ls->words);
+    core_free(a, s->row_j, sizeof *s->row_j * (size_t)s->ls->words);
     core_free(a, s->memo, sizeof *s->memo * s->n_memo);
     core_free(a, s, sizeof *s);
 }
@@ -233,8 +236,9 @@ static bool build_sets(struct dp_sim *s)
     if (!s->pend)
         return false;
     for (int32_t i = 0; i < ls->n; i++) {
-        const uint64_t *bi = lsets_bits(ls, i);
+        const uint64_t *bi = s->row_i;
 
+        lsets_row(ls, i, s->row_i);
         s->epoch++;
         for (int32_t k = ls->bd_at[i]; k < ls->bd_at[i + 1]; k++) {
             int32_t y = ls->bd[k];
@@ -293,9 +297,11 @@ remat_status dp_sim_new(const remat_tgraph *tg, const struct dag *d, const struc
     s->need = core_calloc(a, n + 1, sizeof *s->need);
     s->blk = core_calloc(a, n + 1, sizeof *s->blk);
     s->steps = core_calloc(a, 2 * n + 1, sizeof *s->steps);
+    s->row_i = core_calloc(a, (size_t)ls->words, sizeof *s->row_i);
+    s->row_j = core_calloc(a, (size_t)ls->words, sizeof *s->row_j);
     if (!s->owner || !s->bytes || !s->stamp || !s->last || !s->fstamp || !s->flast ||
         !s->live || !s->persist || !s->nstamp || !s->kstamp || !s->need || !s->blk ||
-        !s->steps)
+        !s->steps || !s->row_i || !s->row_j)
         goto nomem;
     for (int32_t b = 0; b < s->nbuf; b++) {
         int32_t v = b < tg->n_values ? b : b - tg->n_values;
@@ -421,7 +427,7 @@ static void start_live(struct dp_sim *s, int32_t b, bool persist, size_t *cur)
 static size_t bwd_peak(struct dp_sim *s, int32_t i, int32_t j, int32_t nb, size_t *dm)
 {
     const struct lsets *ls = s->ls;
-    const uint64_t *bi = lsets_bits(ls, i), *bj = lsets_bits(ls, j);
+    const uint64_t *bi = s->row_i, *bj = s->row_j; /* sets i and j (dp_sim_pair) */
     int32_t ns = 0;
     size_t cur = 0, peak = 0;
 
@@ -516,7 +522,6 @@ static size_t bwd_peak(struct dp_sim *s, int32_t i, int32_t j, int32_t nb, size_
 
 void dp_sim_pair(struct dp_sim *s, int32_t i, int32_t j, double *t, size_t *dm, size_t *c)
 {
-    const uint64_t *bi = lsets_bits(s->ls, i), *bj = lsets_bits(s->ls, j);
     struct pair_memo *pm = s->memo && i < j ? &s->memo[(size_t)j * (size_t)(j - 1) / 2 +
                                                       (size_t)i] : NULL;
     int32_t nb;
@@ -529,7 +534,9 @@ void dp_sim_pair(struct dp_sim *s, int32_t i, int32_t j, double *t, size_t *dm, 
         return;
     }
     s->epoch++;
-    nb = block_nodes(s, bi, bj, t);
+    lsets_row(s->ls, i, s->row_i);
+    lsets_row(s->ls, j, s->row_j);
+    nb = block_nodes(s, s->row_i, s->row_j, t);
     f = s->pend[i] + fwd_peak(s, nb);
     b = bwd_peak(s, i, j, nb, dm);
     *c = f > b ? f : b;

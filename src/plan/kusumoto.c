@@ -44,14 +44,13 @@ static void report(const struct dp *p, int32_t j, int32_t n)
 static double block_t(const struct dp *p, int32_t i, int32_t j, size_t *dm, size_t *dmv)
 {
     const struct lsets *ls = p->ls;
-    const uint64_t *bi = lsets_bits(ls, i);
     double tb = 0;
 
     *dm = 0;
     for (int32_t k = ls->bd_at[j]; k < ls->bd_at[j + 1]; k++) {
         int32_t v = ls->bd[k];
 
-        if (!bits_has(bi, v)) {
+        if (!lsets_has(ls, i, v)) {
             *dm += p->d->m[v];
             tb += p->d->t[v];
         }
@@ -680,7 +679,6 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
 
         for (int32_t b = 1; b <= nb; b++) {
             int32_t j = sets[nb - b];
-            const uint64_t *bp = lsets_bits(ls, prev), *bj = lsets_bits(ls, j);
             size_t bound = cached + 2 * (ls->m[j] - ls->m[prev]) + ls->m_out[j];
 
             if (ls->sim) {
@@ -693,15 +691,18 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
                 sim_t += t;
             }
             res->bound = bound > res->bound ? bound : res->bound;
-            for (int32_t v = 0; v < d->n; v++)
-                if (bits_has(bj, v) && !bits_has(bp, v)) {
+            for (int32_t w = 0; w < ls->words; w++)
+                for (uint64_t x = lsets_word(ls, j, w) & ~lsets_word(ls, prev, w); x;
+                     x &= x - 1) {
+                    int32_t v = 64 * w + __builtin_ctzll(x);
+
                     c->block[v] = b;
                     c->kept[v] = false;
                 }
             for (int32_t k = ls->bd_at[j]; k < ls->bd_at[j + 1]; k++) {
                 int32_t v = ls->bd[k];
 
-                if (!bits_has(bp, v)) {
+                if (!lsets_has(ls, prev, v)) {
                     c->kept[v] = true;
                     cached += d->m[v];
                 }

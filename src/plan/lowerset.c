@@ -7,8 +7,10 @@
  * approximate family of a deep, chain-like network, unless each set is measured from
  * a subset (measure_from).
  *
- * Sizes: the approximate family of a 37,000-node graph (GPT-2 with 1,000 blocks) is
- * 37,008 sets of 579 words, 171 MB of bits, built once in place and sorted in place.
+ * Rows are stored compactly (struct lrow): the exact families are enumerated as dense
+ * rows (a hash table removes duplicates) and compacted once sorted; the approximate
+ * family is written compact as it is built, each closure in a dense scratch row first.
+ * GPT-2 with 1,000 blocks: 37,008 sets of 579 words, 171 MB as dense rows.
  */
 #include "plan/lowerset.h"
 
@@ -20,7 +22,8 @@ void lsets_fini(struct lsets *ls)
 {
     const remat_allocator *a = ls->al;
 
-    core_free(a, ls->bits, sizeof *ls->bits * ls->cap * (size_t)ls->words);
+    core_free(a, ls->bits, sizeof *ls->bits * ls->bits_cap);
+    core_free(a, ls->row, sizeof *ls->row * ls->cap);
     core_free(a, ls->size, sizeof *ls->size * ls->cap);
     core_free(a, ls->m, sizeof *ls->m * ls->cap);
     core_free(a, ls->t, sizeof *ls->t * ls->cap);
@@ -32,7 +35,68 @@ void lsets_fini(struct lsets *ls)
     memset(ls, 0, sizeof *ls);
 }
 
-/* Open-addressing set of bitsets (indices into ls->bits). */
+/* Set i's words up to its end into the dense row (the rest is left as it is). */
+static void expand_row(const struct lsets *ls, int32_t i, uint64_t *row)
+{
+    const struct lrow *r = &ls->row[i];
+
+    memset(row, 0xff, sizeof *row * (size_t)r->full);
+    memset(row + r->full, 0, sizeof *row * (size_t)(r->lead - r->full));
+    if (r->len) /* (the stored words may be none at all) */
+        memcpy(row + r->lead, ls->bits + r->at, sizeof *row * (size_t)r->len);
+}
+
+void lsets_row(const struct lsets *ls, int32_t i, uint64_t *out)
+{
+    int32_t end = lsets_end(ls, i);
+
+    expand_row(ls, i, out);
+    memset(out + end, 0, sizeof *out * (size_t)(ls->words - end));
+}
+
+/* Appends the dense row b (ls->words words) to ls->bits as set k's row, its stored
+ * words from the first nonzero one past the leading full words to the last nonzero one;
+ * false when out of memory. */
+static bool store_row(struct lsets *ls, int32_t k, const uint64_t *b)
+{
+    int32_t w = ls->words, full = 0, lead, end = w;
+    size_t len;
+
+    while (full < w && b[full] == ~(uint64_t)0)
+        full++;
+    lead = full;
+    while (lead < w && !b[lead])
+        lead++;
+    while (end > lead && !b[end - 1])
+        end--;
+    len = (size_t)(end - lead);
+    if (ls->bits_cap - ls->bits_n < len) {
+        size_t cap = ls->bits_cap ? 2 * ls->bits_cap : 4096;
+        uint64_t *nb;
+
+        while (cap - ls->bits_n < len)
+            cap *= 2;
+        nb = core_realloc(ls->al, ls->bits, sizeof *nb * ls->bits_cap, sizeof *nb * cap);
+        if (!nb)
+            return false;
+        ls->bits = nb;
+        ls->bits_cap = cap;
+    }
+    ls->row[k] = (struct lrow){ls->bits_n, full, lead, (int32_t)len};
+    if (len)
+        memcpy(ls->bits + ls->bits_n, b + lead, sizeof *b * len);
+    ls->bits_n += len;
+    return true;
+}
+
+/* The exact families are enumerated as dense rows of ls->words words (ls->bits, ls->cap
+ * rows) until finish compacts them. */
+static uint64_t *dense_bits(const struct lsets *ls, int32_t i)
+{
+    return ls->bits + (size_t)i * (size_t)ls->words;
+}
+
+/* Open-addressing set of bitsets (indices into the dense rows). */
 struct htab {
     int32_t *slot;             /* -1 empty */
     size_t cap;
@@ -63,6 +127,7 @@ static bool grow_sets(struct lsets *ls, size_t need)
     core_free(ls->al, ls->bits, sizeof *b * ls->cap * w);
     core_free(ls->al, ls->size, sizeof *sz * ls->cap);
     ls->bits = b;
+    ls->bits_cap = cap * w;
     ls->size = sz;
     ls->cap = cap;
     return true;
@@ -79,7 +144,7 @@ static bool htab_grow(const remat_allocator *a, struct htab *h, const struct lse
         s[i] = -1;
     for (size_t i = 0; i < h->cap; i++)
         if (h->slot[i] >= 0) {
-            size_t k = bits_hash(lsets_bits(ls, h->slot[i]), ls->words) & (cap - 1);
+            size_t k = bits_hash(dense_bits(ls, h->slot[i]), ls->words) & (cap - 1);
 
             while (s[k] >= 0)
                 k = (k + 1) & (cap - 1);
@@ -101,13 +166,13 @@ static remat_status add_set(struct lsets *ls, struct htab *h, const uint64_t *b,
         goto nomem;
     k = bits_hash(b, ls->words) & (h->cap - 1);
     while (h->slot[k] >= 0) {
-        if (!memcmp(lsets_bits(ls, h->slot[k]), b, sizeof *b * (size_t)ls->words))
+        if (!memcmp(dense_bits(ls, h->slot[k]), b, sizeof *b * (size_t)ls->words))
             return REMAT_OK;
         k = (k + 1) & (h->cap - 1);
     }
     if (!grow_sets(ls, (size_t)ls->n + 1))
         goto nomem;
-    memcpy(ls->bits + (size_t)ls->n * (size_t)ls->words, b, sizeof *b * (size_t)ls->words);
+    memcpy(dense_bits(ls, ls->n), b, sizeof *b * (size_t)ls->words);
     ls->size[ls->n] = bits_count(b, ls->words);
     h->slot[k] = ls->n++;
     *added = true;
@@ -133,7 +198,7 @@ static remat_status extend(struct lsets *ls, struct htab *h, const struct dag *d
     bool ok;
 
     *added = false;
-    memcpy(b, lsets_bits(ls, i), sizeof *b * (size_t)ls->words);
+    memcpy(b, dense_bits(ls, i), sizeof *b * (size_t)ls->words);
     ok = !bits_has(b, v);
     for (int32_t e = d->pred_at[v]; ok && e < d->pred_at[v + 1]; e++)
         ok = bits_has(b, d->pred[e]);
@@ -244,13 +309,13 @@ static int cmp_m_size(const void *x, const void *y)
     return (i > j) - (i < j);
 }
 
-/* M(L) of every set, for the sort, over every node of the set. */
+/* M(L) of every set, for the sort, over every node of the set (dense rows). */
 static size_t *set_bytes(const struct dag *d, const struct lsets *ls, size_t n)
 {
     size_t *m = core_calloc(ls->al, n ? n : 1, sizeof *m);
 
     for (size_t i = 0; m && i < n; i++) {
-        const uint64_t *b = lsets_bits(ls, (int32_t)i);
+        const uint64_t *b = dense_bits(ls, (int32_t)i);
 
         for (int k = 0; k < ls->words; k++)
             for (uint64_t x = b[k]; x; x &= x - 1)
@@ -285,12 +350,11 @@ static bool push_node(const remat_allocator *a, int32_t **list, size_t *cap, int
  */
 static bool measure(const struct dag *d, struct lsets *ls, int32_t i, int32_t *mark)
 {
-    const uint64_t *b = lsets_bits(ls, i);
     int32_t stamp = i + 1, *out = mark + 2 * (size_t)d->n, n_out = 0;
     int32_t nb = ls->bd_at[i], nx = ls->mx_at[i]; /* where set i - 1's lists end */
 
-    for (int k = 0; k < ls->words; k++)
-        for (uint64_t x = b[k]; x; x &= x - 1) {
+    for (int32_t k = 0, end = lsets_end(ls, i); k < end; k++)
+        for (uint64_t x = lsets_word(ls, i, k); x; x &= x - 1) {
             int32_t v = 64 * k + __builtin_ctzll(x);
             bool out_succ = false, in_succ = false;
 
@@ -299,7 +363,7 @@ static bool measure(const struct dag *d, struct lsets *ls, int32_t i, int32_t *m
             for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1]; e++) {
                 int32_t s = d->succ[e];
 
-                if (bits_has(b, s)) {
+                if (lsets_has(ls, i, s)) {
                     in_succ = true;
                     continue;
                 }
@@ -319,7 +383,7 @@ static bool measure(const struct dag *d, struct lsets *ls, int32_t i, int32_t *m
         for (int32_t e = d->pred_at[out[q]]; e < d->pred_at[out[q] + 1]; e++) {
             int32_t u = d->pred[e];
 
-            if (!bits_has(b, u) && mark[d->n + u] != stamp) {
+            if (!lsets_has(ls, i, u) && mark[d->n + u] != stamp) {
                 mark[d->n + u] = stamp; /* counted even when u ∈ δ+(L) too */
                 ls->m_out[i] += d->m[u];
             }
@@ -336,17 +400,17 @@ static bool measure(const struct dag *d, struct lsets *ls, int32_t i, int32_t *m
  * of L_b or new, and so is a maximal node (a node of L_b with a successor outside L_i
  * had one outside L_b; one with a successor in L_b has it in L_i). So the walk covers
  * the new nodes and L_b's two lists, merged in node order, instead of all of L_i:
- * O(words + |new| + |∂(L_b)| + |max(L_b)|) and their edges, not O(|L_i|).
+ * O(words + |new| + |∂(L_b)| + |max(L_b)|) and their edges, not O(|L_i|); the words
+ * are those past L_b's full ones up to L_i's end.
  */
 static bool measure_from(const struct dag *d, struct lsets *ls, int32_t i, int32_t b,
                          int32_t *mark)
 {
-    const uint64_t *bi = lsets_bits(ls, i), *bb = lsets_bits(ls, b);
     int32_t stamp = i + 1, *out = mark + 2 * (size_t)d->n, n_out = 0;
     int32_t nb = ls->bd_at[i], nx = ls->mx_at[i];
     int32_t p = ls->bd_at[b], pe = ls->bd_at[b + 1], q = ls->mx_at[b], qe = ls->mx_at[b + 1];
-    int k = 0;
-    uint64_t x = ls->words ? bi[0] & ~bb[0] : 0;
+    int32_t k = ls->row[b].full, end = lsets_end(ls, i);
+    uint64_t x = k < end ? lsets_word(ls, i, k) & ~lsets_word(ls, b, k) : 0;
 
     ls->m[i] = ls->m[b];
     ls->t[i] = ls->t[b];
@@ -354,8 +418,8 @@ static bool measure_from(const struct dag *d, struct lsets *ls, int32_t i, int32
         int32_t v = INT32_MAX, nv;
         bool out_succ = false, in_succ = false;
 
-        while (!x && ++k < ls->words)
-            x = bi[k] & ~bb[k];
+        while (!x && ++k < end)
+            x = lsets_word(ls, i, k) & ~lsets_word(ls, b, k);
         nv = x ? 64 * k + __builtin_ctzll(x) : INT32_MAX; /* the next new node */
         v = p < pe && ls->bd[p] < v ? ls->bd[p] : v;
         v = q < qe && ls->mx[q] < v ? ls->mx[q] : v;
@@ -372,7 +436,7 @@ static bool measure_from(const struct dag *d, struct lsets *ls, int32_t i, int32
         for (int32_t e = d->succ_at[v]; e < d->succ_at[v + 1]; e++) {
             int32_t sv = d->succ[e];
 
-            if (bits_has(bi, sv)) {
+            if (lsets_has(ls, i, sv)) {
                 in_succ = true;
                 continue;
             }
@@ -391,7 +455,7 @@ static bool measure_from(const struct dag *d, struct lsets *ls, int32_t i, int32
         for (int32_t e = d->pred_at[out[r]]; e < d->pred_at[out[r] + 1]; e++) {
             int32_t u = d->pred[e];
 
-            if (!bits_has(bi, u) && mark[d->n + u] != stamp) {
+            if (!lsets_has(ls, i, u) && mark[d->n + u] != stamp) {
                 mark[d->n + u] = stamp;
                 ls->m_out[i] += d->m[u];
             }
@@ -446,17 +510,19 @@ out:
 }
 
 /* The exact families: sorts the sets by M(L) and size (cmp_m_size), or with dfs keeps
- * the numbering up to V's, and fills the per-set quantities. */
+ * the numbering up to V's, compacts their rows in that order and fills the per-set
+ * quantities. */
 static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs)
 {
     const remat_allocator *a = ls->al;
-    size_t w = (size_t)ls->words, n = (size_t)ls->n, n_all = n;
+    size_t w = (size_t)ls->words, n = (size_t)ls->n, n_all = n, dense_cap = ls->bits_cap;
     int32_t *perm = core_calloc(a, n_all, sizeof *perm);
-    uint64_t *bits = core_calloc(a, ls->cap * w, sizeof *bits);
     int32_t *size = core_calloc(a, ls->cap, sizeof *size);
+    uint64_t *dense = ls->bits;
     remat_status st = REMAT_OK;
 
-    if (!perm || !bits || !size)
+    ls->row = core_calloc(a, ls->cap, sizeof *ls->row);
+    if (!perm || !size || !ls->row)
         goto nomem;
     for (size_t i = 0; i < n; i++)
         perm[i] = (int32_t)i;
@@ -475,161 +541,151 @@ static remat_status finish(const struct dag *d, struct lsets *ls, bool dfs)
         core_free(a, m, sizeof *m * (n ? n : 1));
         ls->by_m = true;
     }
+    ls->bits = NULL; /* the compact rows, from the dense ones in their new order */
+    ls->bits_n = ls->bits_cap = 0;
     for (size_t i = 0; i < n; i++) {
-        memcpy(bits + i * w, lsets_bits(ls, perm[i]), sizeof *bits * w);
+        if (!store_row(ls, (int32_t)i, dense + (size_t)perm[i] * w))
+            goto nomem;
         size[i] = ls->size[perm[i]];
     }
-    core_free(a, ls->bits, sizeof *ls->bits * ls->cap * w);
     core_free(a, ls->size, sizeof *ls->size * ls->cap);
-    ls->bits = bits;
     ls->size = size;
-    bits = NULL;
     size = NULL;
     st = measure_all(d, ls, NULL);
     goto out;
 nomem:
     st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory measuring lower sets");
 out:
+    if (dense != ls->bits)
+        core_free(a, dense, sizeof *dense * dense_cap);
     core_free(a, perm, sizeof *perm * n_all);
-    core_free(a, bits, sizeof *bits * ls->cap * w);
     core_free(a, size, sizeof *size * ls->cap);
     return st;
 }
 
-/*
- * The approximate family in creation order, written straight into ls->bits and
- * ls->size (room for n + 2 sets, not zeroed beforehand): ∅, the ancestor closure of
- * each node in node order (set v + 1), then V. No hash table: the closures of two nodes
- * differ (each holds its node, and u in v's closure with v in u's means u = v) and ∅
- * differs from them all, so only V can repeat a set: the closure of a node every other
- * node reaches (at most one), or ∅ when n = 0; V is then left out, the family being a
- * set of sets.
- *
- * A closure starts as a copy of the closure of its predecessor of largest size (the
- * first such; ∅ without predecessors), recorded as its base (base[k], by creation
- * index; -1: none), the subset measure_from works from. Its size and M (m[k], the sort's
- * key) add what the other predecessors' closures bring, counted as they are ORed in,
- * and the node itself. O(words) per edge; each row is written once.
- */
-static void enum_approx(const struct dag *d, struct lsets *ls, int32_t *base, size_t *m)
+/* ORs set i into the dense row, adding the nodes it brings to *size and *m. */
+static void or_row(const struct dag *d, const struct lsets *ls, int32_t i, uint64_t *row,
+                   int32_t *size, size_t *m)
 {
-    size_t w = (size_t)ls->words, m_all = 0;
-    uint64_t *bits = ls->bits;
+    const struct lrow *r = &ls->row[i];
+
+    for (int32_t q = 0; q < r->full + r->len; q++) {
+        int32_t w = q < r->full ? q : r->lead + q - r->full;
+        uint64_t x = (q < r->full ? ~(uint64_t)0 : ls->bits[r->at + (size_t)(q - r->full)]) &
+                     ~row[w]; /* nodes new to the row */
+
+        row[w] |= x;
+        for (; x; x &= x - 1) {
+            (*size)++;
+            *m += d->m[64 * w + __builtin_ctzll(x)];
+        }
+    }
+}
+
+/*
+ * The approximate family in creation order, into ls's rows and ls->size (room for n + 2
+ * sets): ∅, the ancestor closure of each node in node order (set v + 1), then V. No
+ * hash table: the closures of two nodes differ (each holds its node, and u in v's
+ * closure with v in u's means u = v) and ∅ differs from them all, so only V can repeat
+ * a set: the closure of a node every other node reaches (at most one), or ∅ when n = 0;
+ * V is then left out, the family being a set of sets.
+ *
+ * A closure starts as its predecessor of largest size (the first such; ∅ without
+ * predecessors), recorded as its base (base[k], by creation index; -1: none), the
+ * subset measure_from works from. Its size and M (m[k], the sort's key) add what the
+ * other predecessors' closures bring, counted as they are ORed in, and the node itself.
+ * The nodes are numbered in a topological order, so node v's closure lies in the words
+ * up to v's: each closure is built in row (dense, zero, ls->words words) over those
+ * words, stored compactly (store_row) and cleared. O(v / 64) per edge into v. False when
+ * out of memory.
+ */
+static bool enum_approx(const struct dag *d, struct lsets *ls, int32_t *base, size_t *m,
+                        uint64_t *row)
+{
+    size_t m_all = 0;
     int32_t *size = ls->size, n = d->n;
     bool v_dup = n == 0;
 
-    memset(bits, 0, sizeof *bits * w); /* ∅ */
     size[0] = 0;
     m[0] = 0;
     base[0] = -1;
+    if (!store_row(ls, 0, row)) /* ∅ */
+        return false;
     for (int32_t v = 0; v < n; v++) {
         int32_t k = v + 1, big = 0; /* set indices: node u's closure is set u + 1 */
-        uint64_t *bk = bits + (size_t)k * w;
 
-        for (int32_t e = d->pred_at[v]; e < d->pred_at[v + 1]; e++)
+        for (int32_t e = d->pred_at[v]; e < d->pred_at[v + 1]; e++) {
+            REMAT_ASSERT(d->pred[e] < v);
             if (size[d->pred[e] + 1] > size[big])
                 big = d->pred[e] + 1;
-        memcpy(bk, bits + (size_t)big * w, sizeof *bk * w);
+        }
+        expand_row(ls, big, row);
         size[k] = size[big];
         m[k] = m[big];
-        for (int32_t e = d->pred_at[v]; e < d->pred_at[v + 1]; e++) {
-            const uint64_t *bu = bits + (size_t)(d->pred[e] + 1) * w;
-
-            if (d->pred[e] + 1 == big)
-                continue;
-            for (size_t q = 0; q < w; q++) {
-                uint64_t x = bu[q] & ~bk[q]; /* nodes new to the closure */
-
-                bk[q] |= x;
-                for (; x; x &= x - 1) {
-                    size[k]++;
-                    m[k] += d->m[64 * q + (size_t)__builtin_ctzll(x)];
-                }
-            }
-        }
-        bits_set(bk, v);
+        for (int32_t e = d->pred_at[v]; e < d->pred_at[v + 1]; e++)
+            if (d->pred[e] + 1 != big)
+                or_row(d, ls, d->pred[e] + 1, row, &size[k], &m[k]);
+        bits_set(row, v);
         size[k]++;
         m[k] += d->m[v];
         base[k] = big;
         v_dup = v_dup || size[k] == n;
         m_all += d->m[v];
+        if (!store_row(ls, k, row))
+            return false;
+        memset(row, 0, sizeof *row * (size_t)(v / 64 + 1));
     }
     ls->n = n + 1;
     if (v_dup)
-        return;
-    memset(bits + (size_t)ls->n * w, 0, sizeof *bits * w); /* V */
-    for (int32_t v = 0; v < n; v++)
-        bits_set(bits + (size_t)ls->n * w, v);
+        return true;
+    for (int32_t v = 0; v < n; v++) /* V */
+        bits_set(row, v);
     size[ls->n] = n;
     m[ls->n] = m_all;
     base[ls->n] = -1;
+    if (!store_row(ls, ls->n, row))
+        return false;
     ls->n++;
-}
-
-/*
- * Reorders the sets of ls (bits and sizes) so that set i is the former set perm[i], in
- * place: each cycle of the permutation moves its rows along once, the first through
- * row (one set's words), so the family is never held twice. done: a zeroed bitset of
- * ls->n bits.
- */
-static void place_sorted(struct lsets *ls, const int32_t *perm, uint64_t *row,
-                         uint64_t *done)
-{
-    size_t w = (size_t)ls->words, row_bytes = sizeof *row * w;
-
-    for (int32_t i = 0; i < ls->n; i++) {
-        int32_t j = i, size = ls->size[i];
-
-        if (perm[i] == i || bits_has(done, i))
-            continue;
-        memcpy(row, ls->bits + (size_t)i * w, row_bytes);
-        while (perm[j] != i) {
-            memcpy(ls->bits + (size_t)j * w, ls->bits + (size_t)perm[j] * w, row_bytes);
-            ls->size[j] = ls->size[perm[j]];
-            bits_set(done, j);
-            j = perm[j];
-        }
-        memcpy(ls->bits + (size_t)j * w, row, row_bytes);
-        ls->size[j] = size;
-        bits_set(done, j);
-    }
+    return true;
 }
 
 /*
  * The approximate family (LS_APPROX; LS_APPROX_WALK with !incremental): enumerated,
- * sorted by M(L) and size (cmp_m_size, ties by creation index), and measured, each set
- * from its base (LS_APPROX, when sums_exact) or walked in full. Its sets take about
- * (n + 2) n / 8 bytes; the scratch is O(n + words).
+ * sorted by M(L) and size (cmp_m_size, ties by creation index: the rows stay where they
+ * are stored, their descriptors move), and measured, each set from its base (LS_APPROX,
+ * when sums_exact) or walked in full. The scratch is O(n + words).
  */
 static remat_status build_approx(const struct dag *d, struct lsets *ls, bool incremental)
 {
     const remat_allocator *a = ls->al;
-    size_t w = (size_t)ls->words, cap = (size_t)d->n + 2, bytes;
-    size_t done_words = (size_t)bits_words((int32_t)cap);
+    size_t w = (size_t)ls->words, cap = (size_t)d->n + 2;
     int32_t *base = core_alloc(a, sizeof *base * cap), *perm = core_alloc(a, sizeof *perm * cap);
     int32_t *pos = core_alloc(a, sizeof *pos * cap);
     size_t *m = core_alloc(a, sizeof *m * cap);
-    uint64_t *row = core_alloc(a, sizeof *row * w);
-    uint64_t *done = core_calloc(a, done_words, sizeof *done);
+    uint64_t *row = core_calloc(a, w, sizeof *row);
+    struct lrow *rows = core_alloc(a, sizeof *rows * cap);
     remat_status st = REMAT_OK;
 
     ls->cap = cap;
-    if (core_mul_size(cap, sizeof *ls->bits * w, &bytes))
-        ls->bits = core_alloc(a, bytes);
-    core_hint_huge(ls->bits, bytes); /* n^2 / 8 bytes, each written once */
+    ls->row = core_alloc(a, sizeof *ls->row * cap);
     ls->size = core_alloc(a, sizeof *ls->size * cap);
-    if (!base || !perm || !pos || !m || !row || !done || !ls->bits || !ls->size) {
+    if (!base || !perm || !pos || !m || !row || !rows || !ls->row || !ls->size ||
+        !enum_approx(d, ls, base, m, row)) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory enumerating lower sets");
         goto out;
     }
-    enum_approx(d, ls, base, m);
     for (int32_t i = 0; i < ls->n; i++)
         perm[i] = i;
     sort_ctx = ls;
     sort_m = m;
     qsort(perm, (size_t)ls->n, sizeof *perm, cmp_m_size);
     ls->by_m = true;
-    place_sorted(ls, perm, row, done);
+    for (int32_t i = 0; i < ls->n; i++) { /* set i becomes the former set perm[i] */
+        rows[i] = ls->row[perm[i]];
+        pos[i] = ls->size[perm[i]];
+    }
+    memcpy(ls->row, rows, sizeof *rows * (size_t)ls->n);
+    memcpy(ls->size, pos, sizeof *pos * (size_t)ls->n);
     if (!incremental || !sums_exact(d)) { /* T summed in another order could differ in
                                              its last bits */
         st = measure_all(d, ls, NULL);
@@ -646,7 +702,7 @@ out:
     core_free(a, pos, sizeof *pos * cap);
     core_free(a, m, sizeof *m * cap);
     core_free(a, row, sizeof *row * w);
-    core_free(a, done, sizeof *done * done_words);
+    core_free(a, rows, sizeof *rows * cap);
     return st;
 }
 
@@ -677,9 +733,12 @@ remat_status lsets_build(const struct dag *d, enum lsets_family fam, const int32
 static void copy_set(const struct lsets *src, int32_t i, struct lsets *out)
 {
     int32_t k = out->n++, nb = out->bd_at[k], nx = out->mx_at[k];
+    const struct lrow *r = &src->row[i];
 
-    memcpy(out->bits + (size_t)k * (size_t)out->words, lsets_bits(src, i),
-           sizeof *out->bits * (size_t)out->words);
+    out->row[k] = (struct lrow){out->bits_n, r->full, r->lead, r->len};
+    if (r->len)
+        memcpy(out->bits + out->bits_n, src->bits + r->at, sizeof *out->bits * (size_t)r->len);
+    out->bits_n += (size_t)r->len;
     out->size[k] = src->size[i];
     out->m[k] = src->m[i];
     out->t[k] = src->t[i];
@@ -717,7 +776,9 @@ remat_status lsets_thin(const struct dag *d, const struct lsets *src, int32_t ma
     out->cap = cap;
     out->bd_cap = (size_t)src->bd_at[src->n] + 1;
     out->mx_cap = (size_t)src->mx_at[src->n] + 1;
-    out->bits = core_calloc(a, cap * (size_t)src->words, sizeof *out->bits);
+    out->bits_cap = src->bits_n + 1; /* the thinned rows are some of src's */
+    out->bits = core_calloc(a, out->bits_cap, sizeof *out->bits);
+    out->row = core_calloc(a, cap, sizeof *out->row);
     out->size = core_calloc(a, cap, sizeof *out->size);
     out->m = core_calloc(a, cap, sizeof *out->m);
     out->t = core_calloc(a, cap, sizeof *out->t);
@@ -726,7 +787,7 @@ remat_status lsets_thin(const struct dag *d, const struct lsets *src, int32_t ma
     out->bd = core_calloc(a, out->bd_cap, sizeof *out->bd);
     out->mx_at = core_calloc(a, cap + 1, sizeof *out->mx_at);
     out->mx = core_calloc(a, out->mx_cap, sizeof *out->mx);
-    if (!out->bits || !out->size || !out->m || !out->t || !out->m_out || !out->bd_at ||
+    if (!out->bits || !out->row || !out->size || !out->m || !out->t || !out->m_out || !out->bd_at ||
         !out->bd || !out->mx_at || !out->mx) {
         lsets_fini(out);
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory thinning lower sets");
