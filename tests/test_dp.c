@@ -738,6 +738,67 @@ out:
     remat_graph_free(g);
 }
 
+/* The C library's allocator through a caller's: core_par_threads_with gives it one
+ * thread. */
+static void *one_thread_alloc(void *ud, void *ptr, size_t old, size_t n)
+{
+    (void)ud;
+    (void)old;
+    if (n == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, n);
+}
+
+/*
+ * The least budget's search on a family past THIN_FROM sets (GPT-2 of 450 layers: 16,658
+ * lower sets), which starts from a thinned family's bound and keeps its pairs on two
+ * threads: the memory-centric DP over every pair (coarse_at INT64_MAX) finds a chain at
+ * that budget and none a byte below; one thread (a caller's allocator) finds the same.
+ */
+static void test_search_large(void)
+{
+    remat_zoo_opts zo = {.batch = 1, .layers = 450};
+    remat_allocator one = {one_thread_alloc, NULL};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    struct dag d;
+    struct lsets ls;
+    struct chain c;
+    struct dp_result at, below;
+    size_t mb[2] = {0, 0};
+
+    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, &g));
+    CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
+    if (!tg)
+        goto out;
+    REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
+    for (int k = 0; k < 2; k++) {
+        d.al = k ? &one : NULL; /* the same blocks: both are malloc's */
+        REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK);
+        CHECK(ls.n > 16384, "%d lower sets: not past THIN_FROM", ls.n);
+        CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &mb[k]));
+        if (k == 0) {
+            chain_alloc(&c, d.n);
+            CHECK_OK(kusumoto_plan(&d, &ls, true, mb[0], INT64_MAX, NULL, &c, &at));
+            CHECK_OK(kusumoto_plan(&d, &ls, true, mb[0] - 1, INT64_MAX, NULL, &c, &below));
+            CHECK(at.feasible && !below.feasible && at.bound <= mb[0],
+                  "least budget %zu: feasible %d (bound %zu), a byte below %d", mb[0],
+                  at.feasible, at.bound, below.feasible);
+            chain_free(&c);
+            printf("  %d lower sets; least budget %zu\n", ls.n, mb[0]);
+        }
+        lsets_fini(&ls);
+    }
+    d.al = NULL;
+    CHECK(mb[0] == mb[1], "least budget on two threads %zu, on one %zu", mb[0], mb[1]);
+    dag_fini(&d);
+out:
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 int main(void)
 {
     const char *env = getenv("REMAT_SEED");
@@ -746,5 +807,6 @@ int main(void)
     RUN_TIMED(test_dp_brute);
     RUN_TIMED(test_multiword);
     RUN_TIMED(test_coarse_default);
+    RUN_TIMED(test_search_large);
     return harness_end();
 }

@@ -21,6 +21,14 @@
 #define PIN_AT 256
 #define PIN_RUNS 8
 
+/* Families of more than THIN_FROM sets first search a thinned family of at most
+ * THIN_SETS sets (lsets_thin): its chains are chains of this one, so its least budget is
+ * feasible here and starts the narrowing, with the pairs kept at once. GPT-2 of 1,000
+ * layers (37,008 sets): 5,443 sets, searched in 0.03 s; their least budget 0.05% above
+ * the family's. Below THIN_FROM the stepping up costs little (ResNet-2498: 8,337 sets). */
+#define THIN_FROM 16384
+#define THIN_SETS 8192
+
 /* One round of the search: one run, or two side by side on two cores (core_par_run).
  * Only feasibility and the chain's need are read, which neither the kept pairs nor the
  * order of the pairs changes; the least budget does not depend on the runs' order, so
@@ -80,12 +88,29 @@ static bool bisecting(size_t lo, size_t hi)
     return hi - lo > 1 && (double)(hi - lo) > 1e-5 * (double)hi;
 }
 
+/* An upper bound on ls's least budget: a thinned family's (*ub, 0 when ls is not large
+ * or is the simulator's). */
+static remat_status thin_bound(const struct dag *d, const struct lsets *ls, size_t *ub)
+{
+    struct lsets th;
+    remat_status st;
+
+    *ub = 0;
+    if (ls->n <= THIN_FROM || ls->sim || !ls->by_m)
+        return REMAT_OK;
+    if ((st = lsets_thin(d, ls, THIN_SETS, &th)))
+        return st;
+    st = kusumoto_min_budget(d, &th, NULL, ub);
+    lsets_fini(&th);
+    return st;
+}
+
 remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out)
 {
     struct dp p, q;
     struct probe w = {{&p, &q}, {0, 0}, 0, {0, 0}, {NULL, NULL}, {false, false}, {0, 0}};
-    size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0;
+    size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0, ub;
     /* a second core, where the allocator allows it and the pairs' model is not the
      * simulator's (dp_sim_pair writes its scratch) */
     bool two = core_par_threads_with(d->al) > 1 && !ls->sim;
@@ -98,6 +123,8 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
      * the least budget. */
     for (int32_t v = 0; v < d->n; v++)
         hi = d->m[v] > hi ? d->m[v] : hi;
+    if ((st = thin_bound(d, ls, &ub)))
+        return st;
     if ((st = dp_init(&p, d, ls, top)))
         return st;
     if (two && (st = dp_init(&q, d, ls, top))) {
@@ -106,7 +133,9 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
     }
     p.pg = pg; /* the second run reports nothing: one thread reports */
     p.stage = "DP: the least budget, one step up";
-    while (hi < top) {
+    if (ub)
+        hi = ub; /* feasible: no stepping up */
+    while (!ub && hi < top) {
         /* beside hi, the next step up (used when hi is infeasible) */
         size_t next = step_up(hi, top);
 
@@ -137,17 +166,20 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
      * itself once a run falls between it and the next chain's need. Within hi / PIN_AT,
      * a run just below each new hi (PIN_RUNS at most) proves it least or lowers it
      * again; the other runs split [lo, hi], in thirds on two cores, in halves on one,
-     * until the precision when the pins run out. */
+     * until the precision when the pins run out. From the thinned family's bound (often
+     * the least budget or within 0.1% of it) the pins start at once, and while no
+     * infeasible budget is known (lo 0) the other runs step down: hi - hi/64 beside a pin,
+     * hi - hi/64 and hi - hi/8 once the pins run out. */
     p.stage = "DP: the least budget, one bisection step";
     for (int pins = 0; !st && hi - lo > 1;) {
-        bool pin = hi != pinned && pins < PIN_RUNS && hi - lo <= hi / PIN_AT;
+        bool pin = hi != pinned && pins < PIN_RUNS && (ub || hi - lo <= hi / PIN_AT);
 
         if (!pin && !bisecting(lo, hi))
             break;
         /* the remaining steps read the pairs usable at hi, kept once (shared, read
          * only, by the second run) */
         p.budget = hi;
-        if (!p.pc.p && hi - lo <= hi / KEEP_AT && !dp_keep_pairs(&p)) {
+        if (!p.pc.p && (hi - lo <= hi / KEEP_AT || ub) && !dp_keep_pairs(&p)) {
             st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
             break;
         }
@@ -158,8 +190,12 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
             pins++;
             pinned = hi;
             w.at[0] = hi - 1;
-            w.at[1] = lo + (hi - 1 - lo) / 2;
+            w.at[1] = lo == 0 && hi >= 64 ? hi - hi / 64 : lo + (hi - 1 - lo) / 2;
             w.n = two && w.at[1] > lo ? 2 : 1;
+        } else if (lo == 0 && ub && hi >= 64) {
+            w.at[0] = hi - hi / 64;
+            w.at[1] = hi - hi / 8;
+            w.n = two ? 2 : 1;
         } else if (two && hi - lo >= 3) {
             w.at[0] = lo + (hi - lo) / 3;
             w.at[1] = lo + (hi - lo) / 3 * 2;

@@ -25,9 +25,10 @@ bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_set
     pc->n_sets = n_sets;
     pc->cap = cap ? cap : 1;
     pc->at = core_calloc(al, (size_t)n_sets + 1, sizeof *pc->at);
+    pc->end = core_calloc(al, (size_t)n_sets + 1, sizeof *pc->end);
     pc->p = core_alloc(al, pc->cap * sizeof *pc->p);
     pc->c = with_c ? core_alloc(al, pc->cap * sizeof *pc->c) : NULL;
-    if (!pc->at || !pc->p || (with_c && !pc->c)) {
+    if (!pc->at || !pc->end || !pc->p || (with_c && !pc->c)) {
         dp_pairs_fini(pc);
         return false;
     }
@@ -40,6 +41,7 @@ void dp_pairs_fini(struct dp_pairs *pc)
 {
     /* al NULL is the C library's allocator; core_free passes over NULL blocks */
     core_free(pc->al, pc->at, sizeof *pc->at * ((size_t)pc->n_sets + 1));
+    core_free(pc->al, pc->end, sizeof *pc->end * ((size_t)pc->n_sets + 1));
     core_free(pc->al, pc->p, sizeof *pc->p * pc->cap);
     core_free(pc->al, pc->c, sizeof *pc->c * pc->cap);
     memset(pc, 0, sizeof *pc);
@@ -74,7 +76,7 @@ static struct lag_path lag_pass(const struct dp_pairs *pc, const struct lsets *l
     for (int32_t j = last; j > 0; j--) {
         if (room[j] < 0 || (j != last && h[j] == INT64_MAX))
             continue;
-        for (size_t e = pc->at[j]; e < pc->at[j + 1]; e++) {
+        for (size_t e = pc->at[j]; e < pc->end[j]; e++) {
             const struct dp_pair *q = &pc->p[e];
             size_t c = dp_pair_charge(pc, ls, e, j);
             int64_t v;

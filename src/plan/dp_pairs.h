@@ -31,7 +31,9 @@ struct dp_pair {
 };
 
 struct dp_pairs {
-    size_t *at;           /* n_sets + 1: pairs into L_j are p[at[j] .. at[j + 1]) */
+    size_t *at, *end;     /* n_sets each: pairs into L_j are p[at[j] .. end[j]) (the rows
+                             in order, with room left between the halves written on two
+                             threads: dp_keep_pairs) */
     struct dp_pair *p;    /* NULL: none kept */
     size_t *c;            /* per pair its charge above the state (the simulator's model);
                              NULL with the authors' model (dp_pair_charge) */
