@@ -504,16 +504,30 @@ static void test_stacked(void)
     }
 }
 
+/* The C library's allocator through a caller's: one thread (core_par_threads_with). */
+static void *one_thread_alloc(void *ud, void *ptr, size_t old, size_t n)
+{
+    (void)ud;
+    (void)old;
+    if (n == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, n);
+}
+
 /* The quick packing of more than PACK_QUICK_MIN instances (layout_pack_within): valid,
  * at least the load and at most the plain greedy's end (one of its passes) and the
  * full packer's passes' (which it runs alone); given its own end as give_up, the same
  * offsets (the cut is inclusive); given one byte less, or less than the load, it gives
- * up and leaves the offsets as they were. At most PACK_QUICK_MIN: layout_pack's offsets
+ * up and leaves the offsets as they were; on one thread (its passes one at a time, not
+ * two side by side) the same offsets. At most PACK_QUICK_MIN: layout_pack's offsets
  * whatever give_up. */
 static void test_quick(void)
 {
     enum { QN = PACK_QUICK_MIN + 3000 };
     static struct instance in[QN], again[QN], plain[QN], full[QN];
+    remat_allocator one = {one_thread_alloc, NULL};
     size_t n_sets = 4, n_end, load, e2, e_full;
 
     reseed(6);
@@ -538,6 +552,9 @@ static void test_quick(void)
         CHECK(end <= plain_greedy(plain, n, align), "set %zu: end %zu above the plain "
               "greedy's %zu", s, end, end_of(plain, n, align));
         memcpy(again, in, n * sizeof *in);
+        CHECK_OK(layout_pack_within(&one, again, n, align, SIZE_MAX - 1, &e2));
+        CHECK(e2 == end && !memcmp(again, in, n * sizeof *in),
+              "set %zu: on one thread end %zu, on two %zu, or other offsets", s, e2, end);
         CHECK_OK(layout_pack_within(NULL, again, n, align, end, &e2));
         CHECK(e2 == end && !memcmp(again, in, n * sizeof *in),
               "set %zu: given its own end %zu, end %zu or other offsets", s, end, e2);

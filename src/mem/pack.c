@@ -598,21 +598,69 @@ static void pk_search(struct pk *p, size_t work)
     }
 }
 
+/* The quick packing's passes side by side (pk_quick): lane k runs pass o + k on its own
+ * offsets, order and scratch (the packer's index is shared, read only), cut at the best
+ * end before the pair. */
+struct pk_lanes {
+    struct pk *q[2];
+    size_t o, cut, end[2];
+};
+
+static void lane_job(void *ctx, int k)
+{
+    struct pk_lanes *l = ctx;
+    struct pk *q = l->q[k];
+
+    pk_order(q, &orders[l->o + (size_t)k], q->ord);
+    l->end[k] = pk_pass(q, q->ord, orders[l->o + (size_t)k].first_fit, l->cut, NULL);
+}
+
+/* Past QUICK_LANES_MIN instances, on two cores, the quick packing runs its passes two at
+ * a time (GPT-2 of 1,000 layers: 65,835 instances, three passes of 0.14-0.27 s). */
+#define QUICK_LANES_MIN 8192
+
 /* The quick packing (give_up below NONE): the greedy passes alone, each cut where it
- * reaches the best end so far or passes give_up; best stays NONE when none ends within. */
+ * reaches the best end so far or passes give_up; best stays NONE when none ends within.
+ * Two at a time the same offsets come out: a pass is kept only below the best end of
+ * those before it, and one that the pass before would have cut ends at or above that
+ * end (ends only grow), as does one after a pass that meets the bound. */
 static void pk_quick(struct pk *p, size_t give_up)
 {
+    struct pk q2 = *p;
+    struct pk_lanes l = {{p, &q2}, 0, 0, {0, 0}};
+    size_t n = p->n, bytes = 0;
+    void *scratch = NULL;
+    int lanes = 1;
+
     p->best = NONE;
     if (pk_stack(p)) {
         if (p->best > give_up)
             p->best = NONE;
         return;
     }
-    for (size_t o = 0; o < N_GREEDY && p->best > p->bound; o++) {
-        pk_order(p, &orders[o], p->ord);
-        pk_keep(p, pk_pass(p, p->ord, orders[o].first_fit,
-                           p->best != NONE ? p->best : give_up + 1, NULL));
+    if (n >= QUICK_LANES_MIN && core_par_threads_with(p->al) > 1 &&
+        (scratch = core_alloc(p->al, bytes = n * (3 * sizeof(size_t) + 2 * sizeof(struct span) +
+                                                  sizeof(struct key)) + 2 * sizeof(size_t)))) {
+        q2.off = scratch;
+        q2.ord = q2.off + n;
+        q2.cnt = q2.ord + n; /* n + 2 */
+        q2.conf = (struct span *)(q2.cnt + n + 2);
+        q2.keys = (struct key *)(q2.conf + 2 * n);
+        lanes = 2;
     }
+    for (size_t o = 0; o < N_GREEDY && p->best > p->bound; o += (size_t)lanes) {
+        int k_n = o + 1 < N_GREEDY ? lanes : 1;
+
+        l.o = o;
+        l.cut = p->best != NONE ? p->best : give_up + 1;
+        core_par_run(k_n, k_n, lane_job, &l);
+        for (int k = 0; k < k_n && p->best > p->bound; k++)
+            if (l.end[k] < p->best) {
+                p->best = l.end[k];
+                memcpy(p->best_off, l.q[k]->off, n * sizeof *p->off);
+            }
+    }
+    core_free(p->al, scratch, bytes);
 }
 
 /* One block for every array of the packer over n instances (seg and undo apart). */
