@@ -108,6 +108,13 @@ static remat_status thin_bound(const struct dag *d, const struct lsets *ls, size
 remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out)
 {
+    return kusumoto_min_budget_pairs(d, ls, pg, out, NULL);
+}
+
+remat_status kusumoto_min_budget_pairs(const struct dag *d, const struct lsets *ls,
+                                       const struct dp_progress *pg, size_t *out,
+                                       struct dp_pairs *pairs)
+{
     struct dp p, q;
     struct probe w = {{&p, &q}, {0, 0}, 0, {0, 0}, {NULL, NULL}, {false, false}, {0, 0}};
     size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0, ub;
@@ -218,6 +225,10 @@ remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
     if (two) {
         memset(&q.pc, 0, sizeof q.pc); /* p's, freed with p */
         dp_fini(&q);
+    }
+    if (pairs) {
+        *pairs = p.pc; /* the caller's now */
+        memset(&p.pc, 0, sizeof p.pc);
     }
     dp_fini(&p);
     *out = hi;

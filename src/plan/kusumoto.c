@@ -655,6 +655,14 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
                            size_t budget, int64_t coarse_at, const struct dp_progress *pg,
                            struct chain *c, struct dp_result *res)
 {
+    return kusumoto_plan_pairs(d, ls, memory_centric, budget, coarse_at, pg, NULL, c, res);
+}
+
+remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
+                                 bool memory_centric, size_t budget, int64_t coarse_at,
+                                 const struct dp_progress *pg, const struct dp_pairs *pairs,
+                                 struct chain *c, struct dp_result *res)
+{
     struct dp p;
     struct dp_coarse co = {0};
     int32_t set, pt, nb = 0, last = ls->n - 1;
@@ -680,6 +688,8 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
         if (coarse_at == 0 && run_pairs(&p) * DP_COARSE_GAIN > flat)
             p.co = NULL; /* a narrow window: every pair */
     }
+    if (!p.co && pairs && pairs->p && budget <= pairs->budget && pairs->n_sets == ls->n)
+        p.pc = *pairs; /* borrowed: not freed with p */
     /* Memory-centric: the least cached memory at V (then the least overhead), which is
      * the last point of V's Pareto frontier; one state per set finds it exactly, since
      * transitions add the same (t, m) to every state and allow the smaller m first. */
@@ -687,6 +697,8 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
         goto out;
     if (p.fr_n[last] == 0 && p.co) { /* only the flat pairs fit: all of them */
         p.co = NULL;
+        if (pairs && pairs->p && budget <= pairs->budget && pairs->n_sets == ls->n)
+            p.pc = *pairs;
         if ((st = dp_run(&p, DP_MIN_M, NULL, 0)))
             goto out;
     }
@@ -762,6 +774,8 @@ out:
     core_free(p.al, lb, sizeof *lb * (size_t)ls->n);
     core_free(p.al, room, sizeof *room * (size_t)ls->n);
     core_free(p.al, lag, sizeof *lag * (size_t)ls->n);
+    if (pairs && p.pc.p == pairs->p)
+        memset(&p.pc, 0, sizeof p.pc); /* borrowed */
     dp_fini(&p);
     if (co.idx)
         dp_coarse_fini(&co);

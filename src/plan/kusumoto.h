@@ -4,7 +4,7 @@
 #ifndef REMAT_KUSUMOTO_H
 #define REMAT_KUSUMOTO_H
 
-#include "plan/lowerset.h"
+#include "plan/dp_pairs.h"
 
 struct dp_result {
     size_t bound;        /* the DP's peak bound: max over blocks of M(i) */
@@ -38,12 +38,25 @@ struct dp_progress {
 remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
                            size_t budget, int64_t coarse_at, const struct dp_progress *pg,
                            struct chain *c, struct dp_result *res);
+/* The same, reading the usable pairs from pairs (kept by kusumoto_min_budget_pairs over
+ * ls at a budget at or above B; NULL or none kept: worked out) where every pair is
+ * visited (not restricted from coarse to fine). The same chain: the kept pairs filtered
+ * to B are those a run at B works out, in the same order. */
+remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
+                                 bool memory_centric, size_t budget, int64_t coarse_at,
+                                 const struct dp_progress *pg, const struct dp_pairs *pairs,
+                                 struct chain *c, struct dp_result *res);
 /* The pairs of lower sets a run at budget B visits (its work: those whose block stays
  * within the window of B). */
 int64_t kusumoto_pairs(const struct lsets *ls, size_t budget);
 /* The smallest B at which the DP is feasible (bisection to within 1e-5 relative). */
 remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out);
+/* The same, handing the pairs its search kept to *pairs (the caller's, dp_pairs_fini;
+ * pairs->p NULL when it kept none): those usable at a budget at or above *out. */
+remat_status kusumoto_min_budget_pairs(const struct dag *d, const struct lsets *ls,
+                                       const struct dp_progress *pg, size_t *out,
+                                       struct dp_pairs *pairs);
 /* Tests only (not thread-safe): the most states the time-centric DP's first try may
  * hold before the search keeps the pairs and bounds the states by the Lagrangian bound
  * (dp_pairs.h); 0 restores the default (4 a set on average). The chain is the same

@@ -54,13 +54,15 @@ struct dp_ask {
 
 /* The DP's chain at budget B, lowered (*out stays NULL when infeasible). */
 static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
-                               const struct lsets *ls, const struct dp_ask *q, size_t budget,
-                               struct chain *c, struct dp_result *res, remat_schedule **out)
+                               const struct lsets *ls, const struct dp_pairs *pairs,
+                               const struct dp_ask *q, size_t budget, struct chain *c,
+                               struct dp_result *res, remat_schedule **out)
 {
     remat_status st;
 
     *out = NULL;
-    if ((st = kusumoto_plan(d, ls, q->mc, budget, q->coarse, q->pg, c, res)) || !res->feasible)
+    if ((st = kusumoto_plan_pairs(d, ls, q->mc, budget, q->coarse, q->pg, pairs, c, res)) ||
+        !res->feasible)
         return st;
     if ((st = chain_lower(tg, d, c, out)))
         return st;
@@ -74,6 +76,8 @@ struct dp_memo {
     struct dag d;
     struct lsets ls;
     size_t min_b; /* kusumoto_min_budget's answer; 0 until asked */
+    struct dp_pairs pc; /* the pairs its search kept (at min_b or above), for the plans at
+                           budgets up to theirs */
 };
 
 static void dp_memo_free(struct dp_memo *m)
@@ -81,6 +85,7 @@ static void dp_memo_free(struct dp_memo *m)
     if (m) {
         const remat_allocator *a = m->d.al;
 
+        dp_pairs_fini(&m->pc);
         dp_sim_free(m->ls.sim);
         lsets_fini(&m->ls);
         dag_fini(&m->d);
@@ -149,7 +154,7 @@ static remat_status dp_min_budget(struct dp_memo *m, const struct dp_progress *p
     remat_status st = REMAT_OK;
 
     if (!m->min_b)
-        st = kusumoto_min_budget(&m->d, &m->ls, pg, &m->min_b);
+        st = kusumoto_min_budget_pairs(&m->d, &m->ls, pg, &m->min_b, &m->pc);
     *out = m->min_b;
     return st;
 }
@@ -182,7 +187,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
     }
     if (o->budget_min && (st = dp_min_budget(dm, &pg, budget)))
         goto out;
-    if ((st = plan_dp_at(tg, &dm->d, &dm->ls, &q, *budget, &c, &res, out)))
+    if ((st = plan_dp_at(tg, &dm->d, &dm->ls, &dm->pc, &q, *budget, &c, &res, out)))
         goto out;
     if (!res.feasible) {
         size_t min_b = 0, sim = SIZE_MAX;
@@ -191,7 +196,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
          * fit the budget when simulated, and then it is the plan (the budget fit would
          * otherwise come back for it with a larger budget). */
         if (!(st = dp_min_budget(dm, &pg, &min_b)) &&
-            !(st = plan_dp_at(tg, &dm->d, &dm->ls, &q, min_b, &c, &res, out)) &&
+            !(st = plan_dp_at(tg, &dm->d, &dm->ls, &dm->pc, &q, min_b, &c, &res, out)) &&
             res.feasible &&
             !(st = planner_sim_peak(tg, *out, &sim)) && sim <= *budget)
             goto fits;
@@ -229,7 +234,7 @@ fits:
             size_t mid = lo + (hi - lo) / 2;
             remat_schedule *s = NULL;
 
-            if ((st = plan_dp_at(tg, &dm->d, &dm->ls, &q, mid, &c, &res, &s)))
+            if ((st = plan_dp_at(tg, &dm->d, &dm->ls, &dm->pc, &q, mid, &c, &res, &s)))
                 break;
             if (res.feasible && !(st = planner_sim_peak(tg, s, &peak)) && peak <= target) {
                 remat_schedule_free(fit);
@@ -250,7 +255,7 @@ fits:
 
             /* The smallest budget that works: the simulated peak at the DP's minimum. */
             if (!(st = dp_min_budget(dm, &pg, &min_b)) &&
-                !(st = plan_dp_at(tg, &dm->d, &dm->ls, &q, min_b, &c, &res, &fit)) &&
+                !(st = plan_dp_at(tg, &dm->d, &dm->ls, &dm->pc, &q, min_b, &c, &res, &fit)) &&
                 !(st = planner_sim_peak(tg, fit, &peak)))
                 st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan's simulated peak fits an "
                                 "activation budget of %zu bytes; the smallest that fits is "
