@@ -261,6 +261,7 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
 {
     struct dag d;
     struct lsets ls = {0}, ls2 = {0}, thin = {0};
+    struct dp_pairs pc = {0};
     struct chain c = {0, NULL, NULL};
     struct dp_result res;
     size_t lo = 0, hi = 0;
@@ -298,10 +299,11 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
         goto out;
     /* the DP's chains */
     if ((st = lsets_build(&d, LS_APPROX, NULL, 0, &ls)) ||
-        (st = kusumoto_min_budget(&d, &ls, NULL, &lo)))
+        (st = kusumoto_min_budget_pairs(&d, &ls, NULL, &lo, &pc)))
         goto out;
-    if ((st = kusumoto_plan(&d, &ls, true, lo, 0, NULL, &c, &res)))
+    if ((st = kusumoto_plan_pairs(&d, &ls, true, lo, 0, NULL, &pc, &c, &res)))
         goto out;
+    dp_pairs_fini(&pc); /* the sweep's runs are at budgets above theirs */
     if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))
         goto out;
     if (hi > lo && lo > 0 && (st = sweep(tg, &d, &ls, &thin, lo, hi, b)))
@@ -320,6 +322,7 @@ out:
     core_free(d.al, c.block, sizeof *c.block * ((size_t)d.n + 1));
     core_free(d.al, c.kept, sizeof *c.kept * ((size_t)d.n + 1));
     core_free(d.al, kept, sizeof *kept * ((size_t)d.n + 1));
+    dp_pairs_fini(&pc);
     dp_sim_free(ls2.sim);
     lsets_fini(&ls2);
     lsets_fini(&thin);
