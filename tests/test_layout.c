@@ -521,21 +521,22 @@ static void *one_thread_alloc(void *ud, void *ptr, size_t old, size_t n)
  * full packer's passes' (which it runs alone); given its own end as give_up, the same
  * offsets (the cut is inclusive); given one byte less, or less than the load, it gives
  * up and leaves the offsets as they were; on one thread (its passes one at a time, not
- * two side by side) the same offsets. At most PACK_QUICK_MIN: layout_pack's offsets
- * whatever give_up. */
+ * two side by side) the same offsets, also on a set of lifetimes of one or two steps,
+ * which it packs at the load (the pass beside the first then stops early). At most
+ * PACK_QUICK_MIN: layout_pack's offsets whatever give_up. */
 static void test_quick(void)
 {
     enum { QN = PACK_QUICK_MIN + 3000 };
     static struct instance in[QN], again[QN], plain[QN], full[QN];
     remat_allocator one = {one_thread_alloc, NULL};
-    size_t n_sets = 4, n_end, load, e2, e_full;
+    size_t n_sets = 5, n_end, load, e2, e_full, n_at_load = 0;
 
     reseed(6);
     for (size_t s = 0; s < n_sets; s++) {
-        size_t n = s < 3 ? PACK_QUICK_MIN + 1 + urand(2999) : PACK_QUICK_MIN, align = 64;
+        size_t n = s != 3 ? PACK_QUICK_MIN + 1 + urand(2999) : PACK_QUICK_MIN, align = 64;
         size_t end = 0, below;
 
-        random_set(in, n, n / 4, urand(2) ? 8 : 400);
+        random_set(in, n, n / 4, s == 4 ? 1 : urand(2) ? 8 : 400);
         memcpy(plain, in, n * sizeof *in);
         memcpy(full, in, n * sizeof *in);
         CHECK_OK(layout_load(NULL, in, n, align, &load));
@@ -568,7 +569,10 @@ static void test_quick(void)
         }
         printf("  %zu instances: load %zu, quick %.4fx, full %.4fx\n", n, load,
                (double)end / (double)load, (double)e_full / (double)load);
+        n_at_load += end == load;
     }
+    CHECK(n_at_load > 0, "no quick packing met its load: the first pass's stopping the "
+          "second untried");
 }
 
 /* layout_build_held against what it replaces (a plain layout_build, then layout_tighten
