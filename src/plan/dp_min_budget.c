@@ -21,13 +21,13 @@
 #define PIN_AT 256
 #define PIN_RUNS 8
 
-/* Families of more than THIN_FROM sets first search a thinned family of at most
- * THIN_SETS sets (lsets_thin): its chains are chains of this one, so its least budget is
- * feasible here and starts the narrowing, with the pairs kept at once. GPT-2 of 1,000
- * layers (37,008 sets): 5,443 sets, searched in 0.03 s; their least budget 0.05% above
- * the family's. Below THIN_FROM the stepping up costs little (ResNet-2498: 8,337 sets). */
-#define THIN_FROM 16384
-#define THIN_SETS 8192
+/* Families of more than THIN_FROM sets first search the family thinned to at most a
+ * THIN_PART-th of its sets (lsets_thin), itself not thinned again: its chains are chains
+ * of this one, so its least budget is feasible here and starts the narrowing, with the
+ * pairs kept at once. Its least budget lay 0.05% above the family's on GPT-2 of 1,000
+ * layers (37,008 sets), 0.5% on ResNet-2498 (8,337), 0.9% on ResNet-1001 (3,347). */
+#define THIN_FROM 2048
+#define THIN_PART 4
 
 /* One round of the search: one run, or two side by side on two cores (core_par_run).
  * Only feasibility and the chain's need are read, which neither the kept pairs nor the
@@ -88,19 +88,24 @@ static bool bisecting(size_t lo, size_t hi)
     return hi - lo > 1 && (double)(hi - lo) > 1e-5 * (double)hi;
 }
 
-/* An upper bound on ls's least budget: a thinned family's (*ub, 0 when ls is not large
- * or is the simulator's). */
-static remat_status thin_bound(const struct dag *d, const struct lsets *ls, size_t *ub)
+static remat_status min_budget(const struct dag *d, const struct lsets *ls,
+                               const struct dp_progress *pg, size_t *out,
+                               struct dp_pairs *pairs, bool may_thin);
+
+/* An upper bound on ls's least budget: a thinned family's (*ub; 0 when ls is small or
+ * the simulator's, or may not be thinned). */
+static remat_status thin_bound(const struct dag *d, const struct lsets *ls, bool may_thin,
+                               size_t *ub)
 {
     struct lsets th;
     remat_status st;
 
     *ub = 0;
-    if (ls->n <= THIN_FROM || ls->sim || !ls->by_m)
+    if (!may_thin || ls->n <= THIN_FROM || ls->sim || !ls->by_m)
         return REMAT_OK;
-    if ((st = lsets_thin(d, ls, THIN_SETS, &th)))
+    if ((st = lsets_thin(d, ls, ls->n / THIN_PART, &th)))
         return st;
-    st = kusumoto_min_budget(d, &th, NULL, ub);
+    st = min_budget(d, &th, NULL, ub, NULL, false);
     lsets_fini(&th);
     return st;
 }
@@ -108,12 +113,19 @@ static remat_status thin_bound(const struct dag *d, const struct lsets *ls, size
 remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out)
 {
-    return kusumoto_min_budget_pairs(d, ls, pg, out, NULL);
+    return min_budget(d, ls, pg, out, NULL, true);
 }
 
 remat_status kusumoto_min_budget_pairs(const struct dag *d, const struct lsets *ls,
                                        const struct dp_progress *pg, size_t *out,
                                        struct dp_pairs *pairs)
+{
+    return min_budget(d, ls, pg, out, pairs, true);
+}
+
+static remat_status min_budget(const struct dag *d, const struct lsets *ls,
+                               const struct dp_progress *pg, size_t *out,
+                               struct dp_pairs *pairs, bool may_thin)
 {
     struct dp p, q;
     struct probe w = {{&p, &q}, {0, 0}, 0, {0, 0}, {NULL, NULL}, {false, false}, {0, 0}};
@@ -130,7 +142,7 @@ remat_status kusumoto_min_budget_pairs(const struct dag *d, const struct lsets *
      * the least budget. */
     for (int32_t v = 0; v < d->n; v++)
         hi = d->m[v] > hi ? d->m[v] : hi;
-    if ((st = thin_bound(d, ls, &ub)))
+    if ((st = thin_bound(d, ls, may_thin, &ub)))
         return st;
     if ((st = dp_init(&p, d, ls, top)))
         return st;
