@@ -738,19 +738,6 @@ out:
     remat_graph_free(g);
 }
 
-/* The C library's allocator through a caller's: core_par_threads_with gives it one
- * thread. */
-static void *one_thread_alloc(void *ud, void *ptr, size_t old, size_t n)
-{
-    (void)ud;
-    (void)old;
-    if (n == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, n);
-}
-
 /*
  * The least budget's search on a family past THIN_FROM sets (GPT-2 of 450 layers: 16,658
  * lower sets), which starts from a thinned family's bound and keeps its pairs on two
@@ -762,7 +749,7 @@ static void *one_thread_alloc(void *ud, void *ptr, size_t old, size_t n)
 static void test_search_large(void)
 {
     remat_zoo_opts zo = {.batch = 1, .layers = 450};
-    remat_allocator one = {one_thread_alloc, NULL};
+    remat_allocator one = {harness_one_thread_alloc, NULL};
     remat_graph *g = NULL;
     remat_tgraph *tg = NULL;
     struct dag d;

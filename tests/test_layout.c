@@ -504,18 +504,6 @@ static void test_stacked(void)
     }
 }
 
-/* The C library's allocator through a caller's: one thread (core_par_threads_with). */
-static void *one_thread_alloc(void *ud, void *ptr, size_t old, size_t n)
-{
-    (void)ud;
-    (void)old;
-    if (n == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, n);
-}
-
 /* The quick packing of more than PACK_QUICK_MIN instances (layout_pack_within): valid,
  * at least the load and at most the plain greedy's end (one of its passes) and the
  * full packer's passes' (which it runs alone); given its own end as give_up, the same
@@ -528,7 +516,7 @@ static void test_quick(void)
 {
     enum { QN = PACK_QUICK_MIN + 3000 };
     static struct instance in[QN], again[QN], plain[QN], full[QN];
-    remat_allocator one = {one_thread_alloc, NULL};
+    remat_allocator one = {harness_one_thread_alloc, NULL};
     size_t n_sets = 5, n_end, load, e2, e_full, n_at_load = 0;
 
     reseed(6);
