@@ -220,6 +220,23 @@ static size_t first_ending_after(const struct rl *r, size_t p)
     return lo;
 }
 
+/* The first live instance from a on that starts at or above q (live is sorted by
+ * offset: every one before it starts below q). */
+static size_t first_starting_from(const struct rl *r, size_t a, size_t q)
+{
+    size_t lo = a, hi = r->n_live;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (r->cur[r->live[mid]] >= q)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 static void add_cand(struct rl *r, size_t *nc, size_t p, size_t s)
 {
     size_t a, b;
@@ -227,8 +244,7 @@ static void add_cand(struct rl *r, size_t *nc, size_t p, size_t s)
     if (p > r->cap || r->cap - p < s)
         return;
     a = first_ending_after(r, p);
-    for (b = a; b < r->n_live && r->cur[r->live[b]] < p + s; b++)
-        ;
+    b = first_starting_from(r, a, p + s);
     r->cand[(*nc)++] = (struct cand){r->cost[b] - r->cost[a], p, a, b};
 }
 
