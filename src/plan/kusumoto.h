@@ -49,7 +49,8 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
 /* The pairs of lower sets a run at budget B visits (its work: those whose block stays
  * within the window of B). */
 int64_t kusumoto_pairs(const struct lsets *ls, size_t budget);
-/* The smallest B at which the DP is feasible (bisection to within 1e-5 relative). */
+/* The smallest B at which the DP is feasible: a chain's need, proven least by a run a
+ * byte below it (or, should the pins run out, within 1e-5 relative; dp_min_budget.c). */
 remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out);
 /* The same, handing the pairs its search kept to *pairs (the caller's, dp_pairs_fini;
