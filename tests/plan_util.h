@@ -209,6 +209,21 @@ static inline void random_narrow(struct hg *g)
     hg_weights(g, true);
 }
 
+/* A chain's arrays for n nodes (chain_free frees them). */
+static inline void chain_alloc(struct chain *c, int32_t n)
+{
+    c->n_blocks = 0;
+    c->block = calloc((size_t)n + 1, sizeof *c->block);
+    c->kept = calloc((size_t)n + 1, sizeof *c->kept);
+    REMAT_ASSERT_TEST(c->block && c->kept);
+}
+
+static inline void chain_free(struct chain *c)
+{
+    free(c->block);
+    free(c->kept);
+}
+
 /* The library's planners' graph, filled by hand (freed by dag_fini: NULL allocator). */
 static inline void to_dag(const struct hg *g, struct dag *d)
 {
