@@ -10,9 +10,10 @@
 
 #include <string.h>
 
-/* The narrowing keeps the pairs usable at hi once hi - lo is at most hi / KEEP_AT: its
- * remaining runs (3-6 rounds) then read those instead of working
- * each out again (GPT-2 of 1,000 layers: 0.022 s a run instead of 0.039 s, 134 MB). */
+/* The narrowing keeps the pairs usable at hi once hi - lo is at most hi / KEEP_AT, or at
+ * once from a thinned family's bound (THIN_FROM): its remaining runs then read those
+ * instead of working each out again (GPT-2 of 1,000 layers: 0.022 s a run instead of
+ * 0.039 s), and they go on to the plans after the search (kusumoto_min_budget_pairs). */
 #define KEEP_AT 8
 
 /* Runs just below hi once hi - lo is within hi / PIN_AT (most chains' needs lie further
