@@ -663,6 +663,8 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, const struct dp_pairs *pairs,
                                  struct chain *c, struct dp_result *res)
 {
+    /* the kept pairs serve a run at budget over ls where every pair is visited */
+    bool usable = pairs && pairs->p && budget <= pairs->budget && pairs->n_sets == ls->n;
     struct dp p;
     struct dp_coarse co = {0};
     int32_t set, pt, nb = 0, last = ls->n - 1;
@@ -688,7 +690,7 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
         if (coarse_at == 0 && run_pairs(&p) * DP_COARSE_GAIN > flat)
             p.co = NULL; /* a narrow window: every pair */
     }
-    if (!p.co && pairs && pairs->p && budget <= pairs->budget && pairs->n_sets == ls->n)
+    if (!p.co && usable)
         p.pc = *pairs; /* borrowed: not freed with p */
     /* Memory-centric: the least cached memory at V (then the least overhead), which is
      * the last point of V's Pareto frontier; one state per set finds it exactly, since
@@ -697,7 +699,7 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
         goto out;
     if (p.fr_n[last] == 0 && p.co) { /* only the flat pairs fit: all of them */
         p.co = NULL;
-        if (pairs && pairs->p && budget <= pairs->budget && pairs->n_sets == ls->n)
+        if (usable)
             p.pc = *pairs;
         if ((st = dp_run(&p, DP_MIN_M, NULL, 0)))
             goto out;
