@@ -299,8 +299,10 @@ static const struct order {
     {{KEY_LENGTH, KEY_AREA, KEY_LOAD}, false}, /* the search's: MiniMalloc's WAT, TAW, TWA */
     {{KEY_LOAD, KEY_AREA, KEY_LENGTH}, false},
     {{KEY_LOAD, KEY_LENGTH, KEY_AREA}, false},
+    {{KEY_START, KEY_SIZE, KEY_LENGTH}, false}, /* the sweep's (pk_sweep) */
 };
 #define N_GREEDY 4
+#define SWEEP_ORDER 7
 
 static void pk_order(struct pk *p, const struct order *o, size_t *ord)
 {
@@ -578,6 +580,19 @@ static bool pk_stack(struct pk *p)
     return true;
 }
 
+/* The best-fit pass in order of first step, as a sweep (pack_sweep.c): O(n log n) where
+ * the other passes gather and sort every placed instance overlapping the next one. It
+ * meets the bound where most values stay live to the backward (`none` on GPT-2 of
+ * 1,000 layers: 44,015 instances, 44,000 live at the peak, where a pass by load took
+ * 3.3 s), and it is kept like a pass: the others then count only where they end lower,
+ * and are cut at its end. Skipped when out of memory (the passes follow). */
+static void pk_sweep(struct pk *p, size_t cut)
+{
+    pk_order(p, &orders[SWEEP_ORDER], p->ord);
+    p->work += 20 * p->n;
+    pk_keep(p, pack_sweep(p->al, p->n, p->nu, p->size, p->lo, p->hi, p->ord, p->off, cut));
+}
+
 /* Greedy passes; then the search at the lower bound with half the work, and if it
  * fails, at capacities a little above in increasing order until one is met. */
 static void pk_search(struct pk *p, size_t work)
@@ -588,6 +603,7 @@ static void pk_search(struct pk *p, size_t work)
     p->best = NONE;
     if (pk_stack(p))
         return;
+    pk_sweep(p, NONE);
     for (size_t o = 0; o < N_GREEDY && p->best > p->bound; o++) {
         pk_order(p, &orders[o], p->ord);
         pk_keep(p, pk_pass(p, p->ord, orders[o].first_fit, p->best, NULL, NULL));
@@ -662,6 +678,7 @@ static void pk_quick(struct pk *p, size_t give_up)
         q2.keys = (struct key *)(q2.conf + 2 * n);
         lanes = 2;
     }
+    pk_sweep(p, give_up + 1);
     for (size_t o = 0; o < N_GREEDY && p->best > p->bound; o += (size_t)lanes) {
         int k_n = o + 1 < N_GREEDY ? lanes : 1;
 

@@ -21,4 +21,14 @@ remat_status pack_run(const remat_allocator *al, const struct instance *inst, si
                       size_t align, struct instance *dst, size_t *out, size_t work,
                       const size_t *fixed, size_t give_up);
 
+/*
+ * The best-fit pass over instances in an order by first rank (ord: lo ascending), as a
+ * sweep (pack_sweep.c): instance i covers ranks [lo[i], hi[i]) of nu, those of size 0
+ * get offset 0. Sets off and returns the end, or NONE (SIZE_MAX) once it reaches cut or
+ * when out of memory. The same offsets as pack.c's best-fit pass in that order.
+ */
+size_t pack_sweep(const remat_allocator *al, size_t n, size_t nu, const size_t *size,
+                  const size_t *lo, const size_t *hi, const size_t *ord, size_t *off,
+                  size_t cut);
+
 #endif

@@ -1,0 +1,201 @@
+/*
+ * test_pack_sweep.c - the packer's sweep (src/mem/pack_sweep.c): its offsets against a
+ * plain best fit in order of first step written here (for each instance, every placed
+ * one live at its first step gathered, sorted by offset, and the smallest gap that holds
+ * it taken, the lowest of equal ones, else the top of them), on random sets with ties of
+ * first step, instances of size 0, lifetimes of one step and of nearly all; its cut; and
+ * through layout_pack_within, a set of nested lifetimes past PACK_QUICK_MIN (a forward
+ * that keeps every value to its backward, with one-step scratch) packed at its load.
+ *
+ * Seed: REMAT_SEED (printed).
+ */
+#include "harness.h"
+#include "mem/pack_run.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng;
+
+static size_t urand(size_t n)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (size_t)((z ^ (z >> 31)) % n);
+}
+
+struct set {
+    size_t n, nu;
+    size_t *size, *lo, *hi, *ord, *off, *want;
+};
+
+static const struct set *cmp_set;
+
+/* First step ascending, then size descending, then index. */
+static int by_first(const void *x, const void *y)
+{
+    size_t i = *(const size_t *)x, j = *(const size_t *)y;
+    const struct set *s = cmp_set;
+
+    if (s->lo[i] != s->lo[j])
+        return s->lo[i] < s->lo[j] ? -1 : 1;
+    if (s->size[i] != s->size[j])
+        return s->size[i] > s->size[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static int by_lo(const void *x, const void *y)
+{
+    const size_t *a = x, *b = y;
+
+    return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* The plain best fit in s->ord into s->want; its end. */
+static size_t plain_best_fit(const struct set *s)
+{
+    size_t (*sp)[2] = malloc((s->n + 1) * sizeof *sp), end = 0;
+    bool *placed = calloc(s->n + 1, sizeof *placed);
+
+    REMAT_ASSERT_TEST(sp && placed);
+    for (size_t k = 0; k < s->n; k++) {
+        size_t i = s->ord[k], a = s->size[i], m = 0, cur = 0, best = SIZE_MAX, gap = SIZE_MAX;
+
+        for (size_t j = 0; j < s->n; j++)
+            if (placed[j] && s->size[j] && s->lo[j] <= s->lo[i] && s->lo[i] < s->hi[j]) {
+                sp[m][0] = s->want[j];
+                sp[m++][1] = s->want[j] + s->size[j];
+            }
+        qsort(sp, m, sizeof *sp, by_lo);
+        for (size_t q = 0; q < m; q++) {
+            REMAT_ASSERT_TEST(sp[q][0] >= cur); /* live at one step: disjoint */
+            if (sp[q][0] - cur >= a && sp[q][0] - cur < gap) {
+                gap = sp[q][0] - cur;
+                best = cur;
+            }
+            cur = sp[q][1];
+        }
+        s->want[i] = !a ? 0 : best != SIZE_MAX ? best : cur;
+        end = s->want[i] + a > end ? s->want[i] + a : end;
+        placed[i] = true;
+    }
+    free(sp);
+    free(placed);
+    return end;
+}
+
+static void set_alloc(struct set *s, size_t n)
+{
+    size_t *w = calloc(6 * n + 1, sizeof *w);
+
+    REMAT_ASSERT_TEST(w);
+    *s = (struct set){n, 0, w, w + n, w + 2 * n, w + 3 * n, w + 4 * n, w + 5 * n};
+}
+
+/* A random set over `steps` steps: sizes from a few classes (so that gaps of equal size
+ * tie), some zero; lifetimes short, long or to the end. */
+static void random_set(struct set *s, size_t steps)
+{
+    static const size_t cls[] = {0, 64, 128, 192, 256, 1024, 4096, 4160};
+
+    for (size_t i = 0; i < s->n; i++) {
+        size_t f = urand(steps), kind = urand(4);
+        size_t len = kind == 0 ? 1 : kind == 1 ? 1 + urand(4) : kind == 2 ? 1 + urand(steps / 2 + 1)
+                                                                          : steps - f;
+
+        s->size[i] = urand(10) ? cls[1 + urand(7)] : cls[urand(2)] + 64 * urand(3);
+        s->lo[i] = f;
+        s->hi[i] = f + len < steps ? f + len : steps;
+    }
+    s->nu = steps;
+    for (size_t i = 0; i < s->n; i++)
+        s->ord[i] = i;
+    cmp_set = s;
+    qsort(s->ord, s->n, sizeof *s->ord, by_first);
+}
+
+/* Some instance was placed below one live at its first step: in a gap, not on top. */
+static bool used_gap(const struct set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        for (size_t j = 0; j < s->n && s->size[i]; j++)
+            if (s->size[j] && s->want[j] > s->want[i] && s->lo[j] <= s->lo[i] &&
+                s->lo[i] < s->hi[j])
+                return true;
+    return false;
+}
+
+static void test_against_plain(void)
+{
+    size_t n_sets = 300, n_top_gaps = 0;
+
+    for (size_t t = 0; t < n_sets; t++) {
+        struct set s;
+        size_t n = 1 + urand(t < 250 ? 60 : 700), end, want;
+
+        set_alloc(&s, n);
+        random_set(&s, 1 + urand(t % 3 ? n : 6));
+        want = plain_best_fit(&s);
+        end = pack_sweep(NULL, s.n, s.nu, s.size, s.lo, s.hi, s.ord, s.off, SIZE_MAX);
+        CHECK(end == want && !memcmp(s.off, s.want, n * sizeof *s.off),
+              "set %zu (%zu instances, %zu steps): end %zu, the plain best fit's %zu, or "
+              "other offsets", t, n, s.nu, end, want);
+        /* the cut: at the end it gives up, one above it keeps the same offsets */
+        if (want) {
+            CHECK(pack_sweep(NULL, s.n, s.nu, s.size, s.lo, s.hi, s.ord, s.off, want) ==
+                      SIZE_MAX, "set %zu: cut at its end %zu, not given up", t, want);
+            end = pack_sweep(NULL, s.n, s.nu, s.size, s.lo, s.hi, s.ord, s.off, want + 1);
+            CHECK(end == want && !memcmp(s.off, s.want, n * sizeof *s.off),
+                  "set %zu: cut one above its end %zu: end %zu or other offsets", t, want, end);
+        }
+        n_top_gaps += used_gap(&s);
+        free(s.size);
+    }
+    printf("  %zu of %zu sets placed an instance below one live before it\n", n_top_gaps,
+           n_sets);
+    CHECK(n_top_gaps > n_sets / 4, "only %zu sets used a gap: the gaps untested", n_top_gaps);
+}
+
+/* A forward of `layers` values of assorted sizes, each kept to its backward, which
+ * frees them in reverse; each step also holds a scratch of one step, and each backward a
+ * gradient of one step. The bytes live at once peak after the forward's last step. */
+static void test_nested(void)
+{
+    enum { LAYERS = PACK_QUICK_MIN / 3 + 200 };
+    size_t n = 3 * LAYERS, steps = 2 * LAYERS, load = 0, end = 0, k = 0;
+    struct instance *in = calloc(n, sizeof *in);
+
+    REMAT_ASSERT_TEST(in);
+    for (size_t l = 0; l < LAYERS; l++) {
+        size_t b = 4096 * (1 + urand(64));
+
+        in[k++] = (struct instance){-1, l, steps - 1 - l, b, 0};       /* the value */
+        in[k++] = (struct instance){-1, l, l, 512 * (1 + urand(8)), 0}; /* its scratch */
+        in[k++] = (struct instance){-1, steps - 1 - l, steps - 1 - l, b, 0}; /* its gradient */
+    }
+    CHECK_OK(layout_load(NULL, in, n, 64, &load));
+    CHECK_OK(layout_pack_within(NULL, in, n, 64, SIZE_MAX - 1, &end));
+    CHECK(end == load, "%zu nested instances: end %zu, load %zu", n, end, load);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n && i < 64; j++) /* spot check: no overlaps */
+            CHECK_OR(!(in[i].first <= in[j].last && in[j].first <= in[i].last &&
+                       in[i].offset < in[j].offset + in[j].bytes &&
+                       in[j].offset < in[i].offset + in[i].bytes),
+                     break, "instances %zu and %zu overlap", i, j);
+    free(in);
+}
+
+int main(void)
+{
+    const char *e = getenv("REMAT_SEED");
+    uint64_t seed = e ? strtoull(e, NULL, 10) : 20261128;
+
+    rng = seed;
+    printf("  seed %llu (REMAT_SEED to change)\n", (unsigned long long)seed);
+    RUN(test_against_plain);
+    RUN(test_nested);
+    return harness_end();
+}
