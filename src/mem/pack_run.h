@@ -6,6 +6,10 @@
 
 #include "mem/pack.h"
 
+struct span {
+    size_t lo, hi; /* bytes [lo, hi) */
+};
+
 /* The search's work per packing, in instance and rank visits (1-2 ns each). */
 #define SEARCH_WORK ((size_t)60000000)
 
@@ -30,5 +34,34 @@ remat_status pack_run(const remat_allocator *al, const struct instance *inst, si
 size_t pack_sweep(const remat_allocator *al, size_t n, size_t nu, const size_t *size,
                   const size_t *lo, const size_t *hi, const size_t *ord, size_t *off,
                   size_t cut);
+
+/* Merged runs of bytes: sorted, disjoint and not touching (pack_occ.c). */
+struct occ_runs {
+    struct span *a;
+    size_t n, cap;
+};
+
+/* The bytes taken by the placed instances, over a segment tree on nu ranks (ns leaves,
+ * a power of two at least nu), for the passes (pack_occ.c). ok false: out of memory, or
+ * not made; then nothing is kept and occ_runs answers SIZE_MAX. */
+struct occ {
+    const remat_allocator *al;
+    size_t ns, nu, op, n_placed;
+    struct occ_runs *own, *sub; /* per node */
+    size_t *stamp;              /* per node: the last call that visited it */
+    size_t *by_lo, *by_hi;      /* Fenwick trees: the placed ones by first and last rank */
+    bool ok;
+};
+
+bool occ_init(struct occ *o, const remat_allocator *al, size_t ns, size_t nu);
+void occ_fini(struct occ *o);
+/* An instance covering ranks [lo, hi) (lo < hi) placed at bytes s. */
+void occ_add(struct occ *o, size_t lo, size_t hi, struct span s);
+/* How many placed instances cover a rank of [lo, hi). */
+size_t occ_placed(const struct occ *o, size_t lo, size_t hi);
+/* The bytes the placed instances covering a rank of [lo, hi) take, as runs into out
+ * (several sorted lists one after another, which may overlap): their count, or SIZE_MAX
+ * (out untouched) when more than max or when !o->ok. */
+size_t occ_runs(struct occ *o, size_t lo, size_t hi, struct span *out, size_t max);
 
 #endif
