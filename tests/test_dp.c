@@ -243,7 +243,9 @@ struct dp_counts {
 /*
  * The time-centric chain again with the first try capped at one state (kusumoto_set_trial),
  * so that the search keeps the pairs, bounds the states by the Lagrangian bound and
- * deepens from it: the same chain as the search without the cap.
+ * deepens from it, first from its own first step, then from one unit above the bound
+ * (kusumoto_set_first_step: runs that fail below the optimum, then one at or above it):
+ * the same chain as the search without the cap each time.
  */
 static void check_same_chain(const struct dag *d, const struct lsets *ls, size_t budget,
                              int64_t coarse_at, const struct chain *want, const char *what,
@@ -254,19 +256,24 @@ static void check_same_chain(const struct dag *d, const struct lsets *ls, size_t
     remat_status st;
 
     chain_alloc(&c, d->n);
-    kusumoto_set_trial(1);
-    st = kusumoto_plan(d, ls, false, budget, coarse_at, NULL, &c, &res);
-    kusumoto_set_trial(0);
-    CHECK_OR(st == REMAT_OK && res.feasible, goto out, "graph %d %s-tc B=%zu, capped: %s", gi,
-             what, budget, st ? remat_errmsg() : "infeasible");
-    CHECK_OR(c.n_blocks == want->n_blocks, goto out, "graph %d %s-tc B=%zu, capped: %d "
-             "blocks, uncapped %d", gi, what, budget, c.n_blocks, want->n_blocks);
-    for (int32_t v = 0; v < d->n; v++)
-        CHECK_OR(c.block[v] == want->block[v] && c.kept[v] == want->kept[v], goto out,
-                 "graph %d %s-tc B=%zu, capped: node %d in block %d (kept %d), uncapped %d "
-                 "(%d)", gi, what, budget, v, c.block[v], (int)c.kept[v], want->block[v],
-                 (int)want->kept[v]);
-out:
+    for (int64_t step = 0; step < 2; step++) {
+        kusumoto_set_trial(1);
+        kusumoto_set_first_step(step);
+        st = kusumoto_plan(d, ls, false, budget, coarse_at, NULL, &c, &res);
+        kusumoto_set_trial(0);
+        kusumoto_set_first_step(0);
+        CHECK_OR(st == REMAT_OK && res.feasible, break, "graph %d %s-tc B=%zu, capped, "
+                 "first step %lld: %s", gi, what, budget, (long long)step,
+                 st ? remat_errmsg() : "infeasible");
+        CHECK_OR(c.n_blocks == want->n_blocks, break, "graph %d %s-tc B=%zu, capped, first "
+                 "step %lld: %d blocks, uncapped %d", gi, what, budget, (long long)step,
+                 c.n_blocks, want->n_blocks);
+        for (int32_t v = 0; v < d->n; v++)
+            CHECK_OR(c.block[v] == want->block[v] && c.kept[v] == want->kept[v], break,
+                     "graph %d %s-tc B=%zu, capped, first step %lld: node %d in block %d "
+                     "(kept %d), uncapped %d (%d)", gi, what, budget, (long long)step, v,
+                     c.block[v], (int)c.kept[v], want->block[v], (int)want->kept[v]);
+    }
     chain_free(&c);
 }
 

@@ -63,5 +63,9 @@ remat_status kusumoto_min_budget_pairs(const struct dag *d, const struct lsets *
  * (dp_pairs.h); 0 restores the default (4 a set on average). The chain is the same
  * either way, only the work differs. */
 void kusumoto_set_trial(size_t max_pts);
+/* Tests only (not thread-safe): the first step of the search's deepening from the
+ * Lagrangian bound, in the DP's overhead units; 0 restores the default (dp_least.c).
+ * The chain is the same either way. */
+void kusumoto_set_first_step(int64_t units);
 
 #endif
