@@ -176,9 +176,16 @@ static remat_status pk_index(struct pk *p)
 {
     size_t n = p->n, r = 0, total = 0;
 
-    for (size_t i = 0; i < n; i++)
+    bool in_order = true; /* the layout's instances come by first step: no sort */
+
+    for (size_t i = 1; i < n && in_order; i++)
+        in_order = p->inst[i - 1].first <= p->inst[i].first;
+    for (size_t i = 0; i < n && in_order; i++)
+        p->byfirst[i] = i;
+    for (size_t i = 0; i < n && !in_order; i++)
         p->keys[i] = (struct key){{p->inst[i].first, 0, 0}, i};
-    sort_keys(p, p->byfirst);
+    if (!in_order)
+        sort_keys(p, p->byfirst);
     for (size_t k = 0; k < n; k++) {
         size_t i = p->byfirst[k];
 
