@@ -1,11 +1,19 @@
 /*
- * test_pack_sweep.c - the packer's sweep (src/mem/pack_sweep.c): its offsets against a
- * plain best fit in order of first step written here (for each instance, every placed
- * one live at its first step gathered, sorted by offset, and the smallest gap that holds
- * it taken, the lowest of equal ones, else the top of them), on random sets with ties of
- * first step, instances of size 0, lifetimes of one step and of nearly all; its cut; and
- * through layout_pack_within, a set of nested lifetimes past PACK_QUICK_MIN (a forward
- * that keeps every value to its backward, with one-step scratch) packed at its load.
+ * test_pack_passes.c - what the packer's greedy passes stand on, against plain answers:
+ *
+ * The sweep (src/mem/pack_sweep.c): its offsets against a plain best fit in order of
+ * first step written here (for each instance, every placed one live at its first step
+ * gathered, sorted by offset, and the smallest gap that holds it taken, the lowest of
+ * equal ones, else the top of them), on random sets with ties of first step, instances
+ * of size 0, lifetimes of one step and of nearly all; its cut; and through
+ * layout_pack_within, a set of nested lifetimes past PACK_QUICK_MIN (a forward that
+ * keeps every value to its backward, with one-step scratch) packed at its load.
+ *
+ * The occupancy tree (src/mem/pack_occ.c): instances placed at random ranks and bytes
+ * (overlapping freely, touching, of lifetimes from one rank to all), and after each,
+ * queries over random rank ranges whose runs, merged here, must cover exactly the bytes
+ * of the placed instances that meet the range, and whose count of placed instances must
+ * be theirs; with a bound below the runs' count, SIZE_MAX and the output untouched.
  *
  * Seed: REMAT_SEED (printed).
  */
@@ -47,17 +55,18 @@ static int by_first(const void *x, const void *y)
     return i < j ? -1 : i > j;
 }
 
-static int by_lo(const void *x, const void *y)
+static int by_span_lo(const void *x, const void *y)
 {
-    const size_t *a = x, *b = y;
+    const struct span *a = x, *b = y;
 
-    return a[0] < b[0] ? -1 : a[0] > b[0];
+    return a->lo != b->lo ? (a->lo < b->lo ? -1 : 1) : (a->hi > b->hi) - (a->hi < b->hi);
 }
 
 /* The plain best fit in s->ord into s->want; its end. */
 static size_t plain_best_fit(const struct set *s)
 {
-    size_t (*sp)[2] = malloc((s->n + 1) * sizeof *sp), end = 0;
+    struct span *sp = malloc((s->n + 1) * sizeof *sp);
+    size_t end = 0;
     bool *placed = calloc(s->n + 1, sizeof *placed);
 
     REMAT_ASSERT_TEST(sp && placed);
@@ -66,17 +75,16 @@ static size_t plain_best_fit(const struct set *s)
 
         for (size_t j = 0; j < s->n; j++)
             if (placed[j] && s->size[j] && s->lo[j] <= s->lo[i] && s->lo[i] < s->hi[j]) {
-                sp[m][0] = s->want[j];
-                sp[m++][1] = s->want[j] + s->size[j];
+                sp[m++] = (struct span){s->want[j], s->want[j] + s->size[j]};
             }
-        qsort(sp, m, sizeof *sp, by_lo);
+        qsort(sp, m, sizeof *sp, by_span_lo);
         for (size_t q = 0; q < m; q++) {
-            REMAT_ASSERT_TEST(sp[q][0] >= cur); /* live at one step: disjoint */
-            if (sp[q][0] - cur >= a && sp[q][0] - cur < gap) {
-                gap = sp[q][0] - cur;
+            REMAT_ASSERT_TEST(sp[q].lo >= cur); /* live at one step: disjoint */
+            if (sp[q].lo - cur >= a && sp[q].lo - cur < gap) {
+                gap = sp[q].lo - cur;
                 best = cur;
             }
-            cur = sp[q][1];
+            cur = sp[q].hi;
         }
         s->want[i] = !a ? 0 : best != SIZE_MAX ? best : cur;
         end = s->want[i] + a > end ? s->want[i] + a : end;
@@ -128,7 +136,7 @@ static bool used_gap(const struct set *s)
     return false;
 }
 
-static void test_against_plain(void)
+static void test_sweep_against_plain(void)
 {
     size_t n_sets = 300, n_top_gaps = 0;
 
@@ -188,6 +196,80 @@ static void test_nested(void)
     free(in);
 }
 
+/* ------------------------------------------------------------ the occupancy tree */
+
+/* Sorts s[0 .. m) and merges overlapping or touching spans in place: the count left. */
+static size_t merge(struct span *s, size_t m)
+{
+    size_t k = 0;
+
+    qsort(s, m, sizeof *s, by_span_lo);
+    for (size_t q = 0; q < m; q++)
+        if (k && s[q].lo <= s[k - 1].hi)
+            s[k - 1].hi = s[q].hi > s[k - 1].hi ? s[q].hi : s[k - 1].hi;
+        else
+            s[k++] = s[q];
+    return k;
+}
+
+static void test_occ_against_plain(void)
+{
+    enum { MAXP = 400 };
+    static struct span sp[MAXP], got[64 * MAXP], want[MAXP];
+    static size_t lo[MAXP], hi[MAXP];
+    size_t n_sets = 40, n_queries = 0, n_multi = 0;
+
+    for (size_t t = 0; t < n_sets; t++) {
+        size_t nu = 1 + urand(t % 4 ? 300 : 5), ns = 1, np = 1 + urand(MAXP);
+        struct occ o;
+
+        while (ns < nu)
+            ns <<= 1;
+        CHECK_OR(occ_init(&o, NULL, ns, nu), break, "occ_init");
+        for (size_t i = 0; i < np; i++) {
+            size_t a = urand(nu), len = urand(3) ? 1 + urand(4) : 1 + urand(nu);
+            size_t at = 64 * urand(200), bytes = 64 * (1 + urand(urand(2) ? 3 : 40));
+
+            lo[i] = a;
+            hi[i] = a + len < nu ? a + len : nu;
+            sp[i] = (struct span){at, at + bytes};
+            occ_add(&o, lo[i], hi[i], sp[i]);
+            for (int q = 0; q < 3; q++) {
+                size_t ql = urand(nu), qh = ql + 1 + urand(nu - ql), m = 0, w = 0, c, raw;
+
+                for (size_t j = 0; j <= i; j++)
+                    if (lo[j] < qh && ql < hi[j]) {
+                        want[w++] = sp[j];
+                        m++;
+                    }
+                c = occ_placed(&o, ql, qh);
+                CHECK(c == m, "set %zu, %zu placed: ranks [%zu, %zu) meet %zu, counted %zu",
+                      t, i + 1, ql, qh, m, c);
+                w = merge(want, w);
+                raw = occ_runs(&o, ql, qh, got, SIZE_MAX);
+                CHECK_OR(raw != SIZE_MAX, break, "set %zu: no runs", t);
+                c = merge(got, raw);
+                n_multi += c < raw;
+                CHECK(c == w && !memcmp(got, want, w * sizeof *got),
+                      "set %zu, %zu placed: ranks [%zu, %zu): %zu runs, %zu merged spans", t,
+                      i + 1, ql, qh, c, w);
+                n_queries++;
+                if (raw > 0) { /* a bound below the count: refused, out untouched */
+                    struct span keep = got[0];
+
+                    CHECK(occ_runs(&o, ql, qh, got, raw - 1) == SIZE_MAX,
+                          "set %zu: %zu runs given within %zu", t, raw, raw - 1);
+                    CHECK(!memcmp(&keep, &got[0], sizeof keep), "set %zu: out written", t);
+                }
+            }
+        }
+        occ_fini(&o);
+    }
+    printf("  %zu queries, %zu of them with runs from several lists that overlap\n",
+           n_queries, n_multi);
+    CHECK(n_multi > 0, "no query merged runs of several lists");
+}
+
 int main(void)
 {
     const char *e = getenv("REMAT_SEED");
@@ -195,7 +277,8 @@ int main(void)
 
     rng = seed;
     printf("  seed %llu (REMAT_SEED to change)\n", (unsigned long long)seed);
-    RUN(test_against_plain);
+    RUN(test_sweep_against_plain);
     RUN(test_nested);
+    RUN(test_occ_against_plain);
     return harness_end();
 }
