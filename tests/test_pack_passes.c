@@ -14,6 +14,12 @@
  * queries over random rank ranges whose runs, merged here, must cover exactly the bytes
  * of the placed instances that meet the range, and whose count of placed instances must
  * be theirs; with a bound below the runs' count, SIZE_MAX and the output untouched.
+ * And the quick packing of a random set past PACK_QUICK_MIN (the sweep, then passes on
+ * the tree) with its N-th allocation failing, for N across all it makes: the tree, the
+ * sweep and the second lane give way silently, so the offsets are those of the packing
+ * that fails nothing, or the packing fails as out of memory; nothing leaks either way.
+ * And the tree alone with its k-th allocation failing: right runs until then, refusals
+ * after (never runs that miss bytes), nothing left once freed.
  *
  * Seed: REMAT_SEED (printed).
  */
@@ -270,6 +276,121 @@ static void test_occ_against_plain(void)
     CHECK(n_multi > 0, "no query merged runs of several lists");
 }
 
+/* ------------------------------------------------------ out of memory midway */
+
+struct tracked {
+    long count, fail_at, live; /* fail the fail_at-th request for bytes (1-based) */
+};
+
+static void *tracked_alloc(void *ud, void *ptr, size_t old, size_t n)
+{
+    struct tracked *t = ud;
+    void *q;
+
+    (void)old;
+    if (n == 0) {
+        t->live -= ptr != NULL;
+        free(ptr);
+        return NULL;
+    }
+    if (++t->count == t->fail_at)
+        return NULL;
+    if ((q = realloc(ptr, n)) && !ptr)
+        t->live++;
+    return q;
+}
+
+static void test_oom_midway(void)
+{
+    enum { N = PACK_QUICK_MIN + 100 };
+    static struct instance in[N], want[N], got[N];
+    struct tracked t = {0, 0, 0};
+    remat_allocator al = {tracked_alloc, &t};
+    size_t end_want = 0, end, n_same = 0, n_nomem = 0;
+    long total;
+
+    for (size_t i = 0; i < N; i++) {
+        size_t f = urand(N / 4), len = urand(4) ? 1 + urand(8) : 1 + urand(N / 8);
+
+        in[i] = (struct instance){-1, f, f + len - 1, 64 * (1 + urand(urand(2) ? 8 : 200)), 0};
+    }
+    memcpy(want, in, sizeof in);
+    CHECK_OK(layout_pack_within(&al, want, N, 64, SIZE_MAX - 1, &end_want));
+    total = t.count;
+    CHECK(t.live == 0, "%ld blocks left", t.live);
+    for (long k = 1; k <= total; k += k < 4 ? 1 : k / 2) {
+        remat_status st;
+
+        memcpy(got, in, sizeof in);
+        t = (struct tracked){0, k, 0};
+        st = layout_pack_within(&al, got, N, 64, SIZE_MAX - 1, &end);
+        CHECK(t.live == 0, "allocation %ld of %ld failing: %ld blocks left", k, total, t.live);
+        if (st == REMAT_ERR_NOMEM) {
+            n_nomem++;
+            continue;
+        }
+        CHECK_OR(st == REMAT_OK, break, "allocation %ld failing: %s", k, remat_errmsg());
+        CHECK(end == end_want && !memcmp(got, want, sizeof got), "allocation %ld of %ld "
+              "failing: end %zu, without failures %zu, or other offsets", k, total, end,
+              end_want);
+        n_same++;
+    }
+    printf("  %ld allocations; with one failing: %zu packings the same, %zu out of memory\n",
+           total, n_same, n_nomem);
+    CHECK(n_same > 0 && n_nomem > 0, "failures never given way to, or never fatal");
+}
+
+/* The tree itself with its k-th allocation failing: until then its runs over random
+ * ranges are right, from then on it answers SIZE_MAX (never runs that miss bytes), and
+ * it frees all it holds. */
+static void test_occ_oom(void)
+{
+    enum { NP = 300, NU = 64 };
+    static struct span sp[NP], got[64 * NP], want[NP];
+    static size_t lo[NP], hi[NP];
+    struct tracked t;
+    remat_allocator al = {tracked_alloc, &t};
+    size_t n_refused = 0;
+
+    for (long k = 1; k <= 200; k += k < 40 ? 1 : 7) {
+        struct occ o;
+        bool broke = false;
+
+        t = (struct tracked){0, k, 0};
+        if (!occ_init(&o, &al, NU, NU)) {
+            CHECK(t.live == 0, "occ_init failing: %ld blocks left", t.live);
+            continue;
+        }
+        for (size_t i = 0; i < NP; i++) {
+            size_t a = urand(NU), at = 64 * urand(100), e = a + 1 + urand(8), w = 0, c, m = 0;
+
+            lo[i] = a;
+            hi[i] = e < NU ? e : NU;
+            sp[i] = (struct span){at, at + 64 * (1 + urand(4))};
+            size_t ql = urand(NU), qh = ql + 1 + urand(NU - ql);
+
+            occ_add(&o, lo[i], hi[i], sp[i]);
+            c = occ_runs(&o, ql, qh, got, SIZE_MAX);
+            if (c == SIZE_MAX) {
+                broke = true;
+                continue;
+            }
+            CHECK_OR(!broke, break, "allocation %ld failing: runs again after a refusal", k);
+            for (size_t j = 0; j <= i; j++)
+                if (lo[j] < qh && ql < hi[j])
+                    want[w++] = sp[j];
+            m = merge(want, w);
+            c = merge(got, c);
+            CHECK_OR(c == m && !memcmp(got, want, m * sizeof *got), break,
+                     "allocation %ld failing, %zu placed: runs that miss bytes", k, i + 1);
+        }
+        n_refused += broke;
+        occ_fini(&o);
+        CHECK(t.live == 0, "allocation %ld failing: %ld blocks left", k, t.live);
+    }
+    CHECK(n_refused > 0, "no failure reached the runs");
+}
+
 int main(void)
 {
     const char *e = getenv("REMAT_SEED");
@@ -280,5 +401,7 @@ int main(void)
     RUN(test_sweep_against_plain);
     RUN(test_nested);
     RUN(test_occ_against_plain);
+    RUN(test_oom_midway);
+    RUN(test_occ_oom);
     return harness_end();
 }
