@@ -15,7 +15,7 @@
  * of the placed instances that meet the range, and whose count of placed instances must
  * be theirs; with a bound below the runs' count, SIZE_MAX and the output untouched.
  * And the quick packing of a random set past PACK_QUICK_MIN (the sweep, then passes on
- * the tree) with its N-th allocation failing, for N across all it makes: the tree, the
+ * the tree: its instances overlap about 2,000 others on average) with its N-th allocation failing, for N across all it makes: the tree, the
  * sweep and the second lane give way silently, so the offsets are those of the packing
  * that fails nothing, or the packing fails as out of memory; nothing leaks either way.
  * And the tree alone with its k-th allocation failing: right runs until then, refusals
@@ -310,7 +310,7 @@ static void test_oom_midway(void)
     long total;
 
     for (size_t i = 0; i < N; i++) {
-        size_t f = urand(N / 4), len = urand(4) ? 1 + urand(8) : 1 + urand(N / 8);
+        size_t f = urand(N / 4), len = urand(4) ? 1 + urand(8) : 1 + urand(N / 4);
 
         in[i] = (struct instance){-1, f, f + len - 1, 64 * (1 + urand(urand(2) ? 8 : 200)), 0};
     }
@@ -318,7 +318,7 @@ static void test_oom_midway(void)
     CHECK_OK(layout_pack_within(&al, want, N, 64, SIZE_MAX - 1, &end_want));
     total = t.count;
     CHECK(t.live == 0, "%ld blocks left", t.live);
-    for (long k = 1; k <= total; k += k < 4 ? 1 : k / 2) {
+    for (long k = 1; k <= total; k += k < 4 ? 1 : k) {
         remat_status st;
 
         memcpy(got, in, sizeof in);
