@@ -164,7 +164,8 @@ size_t occ_runs(struct occ *o, size_t lo, size_t hi, struct span *out, size_t ma
         return SIZE_MAX;
     total = 0;
     for (size_t k = 0; k < nl; k++) {
-        memcpy(out + total, l[k]->a, l[k]->n * sizeof *out);
+        if (l[k]->n) /* (a list never added to has no array) */
+            memcpy(out + total, l[k]->a, l[k]->n * sizeof *out);
         total += l[k]->n;
     }
     return total;
