@@ -5,8 +5,8 @@
  * In that order the placed instances that overlap the next one in time are exactly
  * those live at its first step, and those are disjoint in address: the pass is an
  * allocator's best fit, run forward. So instead of gathering and sorting the placed
- * ones each time (pk_pass: O(c log c) for c of them, hours of work summed over the
- * 44,000 activations that `none` keeps live at once on GPT-2 of 1,000 layers) it keeps:
+ * ones each time (pk_pass: O(c log c) for c of them; 3.3 s a pass where `none` keeps
+ * 44,000 activations live at once, on GPT-2 of 1,000 layers) it keeps:
  * - the live instances in a list by offset (each gap lies between two neighbours);
  * - the gaps between them in a treap keyed by (bytes, offset), so that the smallest
  *   gap that holds an instance, the lowest of equal ones, is one descent away;
