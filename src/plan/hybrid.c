@@ -205,9 +205,15 @@ struct sweep {
     char *msg[N_SWEEP]; /* the failing job's message (its thread's buffer) */
 };
 
-static void sweep_job(void *ctx, int j)
+/* The order the jobs start in: the middle budgets first, which cost most (their
+ * frontiers are the widest: GPT-2-1000's fourth of eight took 1.1 s, the others 0.001-0.6
+ * s), so that the cheap ones fill in around them on two cores. */
+static const int sweep_order[N_SWEEP] = {3, 4, 2, 5, 1, 6, 0, 7};
+
+static void sweep_job(void *ctx, int k)
 {
     struct sweep *w = ctx;
+    int j = sweep_order[k];
 
     w->st[j] = kusumoto_plan(w->d, w->ls[j], false, w->at[j], 0, NULL, &w->c[j], &w->res[j]);
     if (w->st[j])
