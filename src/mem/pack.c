@@ -3,71 +3,26 @@
  * allocation (NP-hard), solved to the lower bound (the most bytes live at one step)
  * on most real schedules.
  *
- * Greedy passes first (by size with best fit, as TFLite's "greedy by size"; by size
- * with first fit, the former packer; by the load over the lifetime; by size times
- * duration), each placing an instance in the smallest gap among the placed ones it
- * overlaps in time; then, when the best end is above the bound, a depth-first search
- * after MiniMalloc (Moffitt, ASPLOS 2023) for a packing within the bound, and if it
- * fails within its work, within 1%, 3%, 5%, 10% and 20% more. Where the result is still
- * above the bound, the splits (pack_splits below): small instances packed apart from
- * the large ones, or into the large ones' gaps.
+ * Greedy passes first: best fit in order of first step, as a sweep (pack_sweep.c);
+ * then by size with best fit, as TFLite's "greedy by size"; by size with first fit, the
+ * former packer; by the load over the lifetime; by size times duration, each placing
+ * an instance in the smallest gap among the placed ones it overlaps in time (read from
+ * an occupancy tree where they are many: pack_occ.c). Then, when the best end is above
+ * the bound, a depth-first search after MiniMalloc (Moffitt, ASPLOS 2023; pack_search.c)
+ * for a packing within the bound, and if it fails within its work, within 1%, 3%, 5%,
+ * 10% and 20% more. Where the result is still above the bound, the splits
+ * (pack_split.c): small instances packed apart from the large ones, or into the large
+ * ones' gaps.
  * Work: a greedy pass is O(k log k + k·c log c) for k instances each overlapping c
  * others in time (found through a segment tree on the steps, not by scanning); the
  * search visits O(k + c) per node and stops at SEARCH_WORK (about 0.1 s), counted in
  * visits so that the same instances always get the same offsets. 10^3 instances for
  * ResNet-50, 10^4-10^5 for the deepest networks (the first pass meets the bound).
  */
-#include "mem/pack_run.h"
+#include "mem/pack_pk.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define NONE SIZE_MAX
-
-struct key {
-    size_t k[3]; /* compared in turn, ascending */
-    size_t i;
-};
-
-/* A node of the search: after the parent's placement at x (pidx pl), the instances
- * tried in turn by (minoff, pidx), the last (lo, lp) placed now as b. */
-struct frame {
-    size_t x, pl, mh; /* mh: the lowest minoff + size of an unplaced instance */
-    size_t lo, lp, b; /* b: NONE when none is placed */
-    size_t mark;      /* the undo log's length before b */
-    bool tried;       /* (lo, lp) holds the last one tried */
-};
-
-/*
- * The packer over n instances. Times are ranks: the nu distinct first steps in
- * increasing order; an instance covers ranks [lo, hi) (the firsts within its lifetime),
- * and two instances overlap in time exactly when one covers the other's lo rank.
- * byfirst  instance indices by first step; at[r] the position in it of rank r's first
- *          instance, at[nu] = n
- * seg      a segment tree on the ranks (leaves ns + r): node v lists seg[sat[v] ..
- *          sat[v + 1]), the instances of nonzero size whose [lo, hi) covers its range
- *          but not its parent's; those live at rank r are the lists from leaf r up
- * load     on the same tree: the bytes live at each rank (leaves), subtree maxima
- * The search keeps for each instance minoff (the top of the placed ones it overlaps)
- * and pidx (its rank in a static order); for each rank tot, the bytes not yet placed
- * there, also in the max tree mt (with ad, what was added to whole subtrees); for each
- * tree node own, the lowest minoff of the unplaced instances it lists; and an undo log.
- */
-struct pk {
-    const struct instance *inst;
-    const remat_allocator *al;
-    size_t n, n_pos, nu, ns, bound, n_seg, best, work;
-    size_t visits; /* FOR_OVERLAP's visits summed over the instances (pk_visits) */
-    size_t *size, *lo, *hi, *byfirst, *at, *sat, *seg, *load;
-    size_t *off, *best_off, *ord, *minoff, *pidx, *tot, *tag, *own, *stamp, *dirty, *mt, *ad;
-    size_t *cnt; /* sort_spans' buckets */
-    size_t n_nodes, n_dirty;
-    bool oom;
-    struct span *conf, *undo;
-    struct key *keys;
-    struct frame *fr;
-    size_t n_undo, cap_undo;
-};
 
 static int by_key(const void *x, const void *y)
 {
@@ -145,32 +100,6 @@ static void sort_keys(struct pk *p, size_t *out)
     for (size_t k = 0; k < p->n; k++)
         out[k] = p->keys[k].i;
 }
-
-/* Runs body with v set to each tree node of the rank range [l0, r0): its cover. */
-#define FOR_COVER(p, l0, r0, v, body)                                                   \
-    for (size_t l_ = (l0) + (p)->ns, r_ = (r0) + (p)->ns, v; l_ < r_; l_ >>= 1, r_ >>= 1) { \
-        if ((l_ & 1) && ((v = l_++), true))                                             \
-            body;                                                                       \
-        if ((r_ & 1) && ((v = --r_), true))                                             \
-            body;                                                                       \
-    }
-
-/* Runs body with j set to each instance of nonzero size overlapping i (i excluded):
- * those live at i's first step, then those starting within its lifetime. Counts the
- * visits as work. */
-#define FOR_OVERLAP(p, i, j, body)                                                      \
-    do {                                                                                \
-        for (size_t v_ = (p)->lo[i] + (p)->ns; v_ >= 1; v_ >>= 1) {                     \
-            (p)->work += (p)->sat[v_ + 1] - (p)->sat[v_] + 1;                           \
-            for (size_t k_ = (p)->sat[v_]; k_ < (p)->sat[v_ + 1]; k_++)                 \
-                if ((j = (p)->seg[k_]) != (i))                                          \
-                    body;                                                               \
-        }                                                                               \
-        (p)->work += (p)->at[(p)->hi[i]] - (p)->at[(p)->lo[i] + 1];                     \
-        for (size_t k_ = (p)->at[(p)->lo[i] + 1]; k_ < (p)->at[(p)->hi[i]]; k_++)       \
-            if ((p)->size[j = (p)->byfirst[k_]])                                        \
-                body;                                                                   \
-    } while (0)
 
 /* FOR_OVERLAP's visits for instance i (the work it counts). */
 static size_t pk_visits(const struct pk *p, size_t i)
@@ -339,14 +268,7 @@ static size_t pk_pass(struct pk *p, const size_t *ord, bool first, size_t cut,
     return end < cut ? end : NONE;
 }
 
-/* The static orders, of the greedy passes and of the search's ties: the keys compared
- * in turn, largest first (index last). */
-enum order_key { KEY_SIZE, KEY_LENGTH, KEY_AREA, KEY_LOAD, KEY_START };
-
-static const struct order {
-    enum order_key key[3];
-    bool first_fit; /* greedy passes: first fit, else best fit */
-} orders[] = {
+const struct order pk_orders[] = {
     {{KEY_SIZE, KEY_LENGTH, KEY_LOAD}, false}, /* greedy by size */
     {{KEY_SIZE, KEY_START, KEY_LENGTH}, true}, /* by size, earliest first: the former */
     {{KEY_LOAD, KEY_SIZE, KEY_LENGTH}, false}, /* the crowded steps first ("breadth") */
@@ -356,10 +278,8 @@ static const struct order {
     {{KEY_LOAD, KEY_LENGTH, KEY_AREA}, false},
     {{KEY_START, KEY_SIZE, KEY_LENGTH}, false}, /* the sweep's (pk_sweep) */
 };
-#define N_GREEDY 4
-#define SWEEP_ORDER 7
 
-static void pk_order(struct pk *p, const struct order *o, size_t *ord)
+void pk_order(struct pk *p, const struct order *o, size_t *ord)
 {
     for (size_t i = 0; i < p->n; i++) {
         size_t a = p->size[i], d = p->inst[i].last - p->inst[i].first + 1;
@@ -372,249 +292,12 @@ static void pk_order(struct pk *p, const struct order *o, size_t *ord)
     sort_keys(p, ord);
 }
 
-/* Keeps the offsets just made if they end lower than the best. */
-static void pk_keep(struct pk *p, size_t end)
+void pk_keep(struct pk *p, size_t end)
 {
     if (end < p->best) {
         p->best = end;
         memcpy(p->best_off, p->off, p->n * sizeof *p->off);
     }
-}
-
-/* ------------------------------------------------------------------- the search */
-
-/*
- * A depth-first search for offsets within cap, after MiniMalloc (Moffitt, ASPLOS 2023):
- * instances are placed in increasing order of offset (ties by pidx), each at its
- * minoff; a node's candidates are the instances whose minoff is below every unplaced
- * instance's minoff + size (placing one higher would leave a gap another fits in),
- * lowest first; a placement at x is kept when every rank r can still hold its unplaced
- * bytes: max(x, lowest minoff live at r) + tot[r] <= cap.
- */
-
-/* Logs word i (i < n: minoff[i], else own[i - n]) before it changes; false when out of
- * memory. */
-static bool sr_log(struct pk *p, size_t i)
-{
-    if (p->n_undo == p->cap_undo) {
-        size_t c = p->cap_undo ? 2 * p->cap_undo : 4096;
-        struct span *u = core_realloc(p->al, p->undo, p->cap_undo * sizeof *u, c * sizeof *u);
-
-        if (!u)
-            return !(p->oom = true);
-        p->undo = u;
-        p->cap_undo = c;
-    }
-    p->undo[p->n_undo++] = (struct span){i, i < p->n ? p->minoff[i] : p->own[i - p->n]};
-    return true;
-}
-
-/* Marks the tree nodes listing instance i whose lowest minoff may have been old. */
-static void sr_dirty(struct pk *p, size_t i, size_t old)
-{
-    p->work += 32;
-    FOR_COVER(p, p->lo[i], p->hi[i], v, if (p->own[v] == old && p->stamp[v] < p->n_nodes) {
-        p->stamp[v] = p->n_nodes;
-        p->dirty[p->n_dirty++] = v;
-    });
-}
-
-/* Adds d (modulo 2^64: minus a size as its complement) to the unplaced bytes of b's
- * ranks, in tot and in the max tree mt (ad: what was added to a whole subtree). */
-static void sr_add(struct pk *p, size_t b, size_t d)
-{
-    size_t l = p->lo[b] + p->ns, r = p->hi[b] + p->ns, l0 = l >> 1, r0 = (r - 1) >> 1;
-
-    for (size_t k = p->lo[b]; k < p->hi[b]; k++)
-        p->tot[k] += d;
-    p->work += p->hi[b] - p->lo[b] + 64;
-    for (; l < r; l >>= 1, r >>= 1) {
-        if (l & 1) {
-            p->mt[l] += d;
-            p->ad[l++] += d;
-        }
-        if (r & 1) {
-            p->mt[--r] += d;
-            p->ad[r] += d;
-        }
-    }
-    for (; l0; l0 >>= 1, r0 >>= 1)
-        for (size_t v = l0, k = 0; k < 2; v = r0, k++)
-            p->mt[v] = (p->mt[2 * v] > p->mt[2 * v + 1] ? p->mt[2 * v] : p->mt[2 * v + 1]) + p->ad[v];
-}
-
-/* Places b at its minoff, raising the minoff of the unplaced instances overlapping it
- * and the lowest minoff of the tree nodes listing them; false when out of memory. */
-static bool sr_place(struct pk *p, size_t b)
-{
-    size_t h = p->minoff[b] + p->size[b], j, n_dirty;
-    bool ok = true;
-
-    p->n_nodes += 2;
-    p->n_dirty = 0;
-    p->off[b] = p->minoff[b];
-    sr_dirty(p, b, p->minoff[b]);
-    sr_add(p, b, -p->size[b]);
-    FOR_OVERLAP(p, b, j, if (p->off[j] == NONE && p->minoff[j] < h && (ok = ok && sr_log(p, j))) {
-        sr_dirty(p, j, p->minoff[j]);
-        p->minoff[j] = h;
-    });
-    n_dirty = p->n_dirty;
-    p->n_dirty = 0;
-    for (size_t d = 0; d < n_dirty && ok; d++) { /* the lowest minoff again; keep changes */
-        size_t v = p->dirty[d], t = NONE;
-
-        for (size_t k = p->sat[v]; k < p->sat[v + 1]; k++)
-            if (p->off[j = p->seg[k]] == NONE && p->minoff[j] < t)
-                t = p->minoff[j];
-        p->work += p->sat[v + 1] - p->sat[v];
-        if (t != p->own[v] && (ok = sr_log(p, p->n + v))) {
-            p->own[v] = t;
-            p->stamp[v] = p->n_nodes + 1;
-            p->dirty[p->n_dirty++] = v;
-        }
-    }
-    return ok;
-}
-
-static void sr_unplace(struct pk *p, size_t b, size_t mark)
-{
-    p->work += p->n_undo - mark;
-    while (p->n_undo > mark) {
-        struct span u = p->undo[--p->n_undo];
-
-        *(u.lo < p->n ? &p->minoff[u.lo] : &p->own[u.lo - p->n]) = u.hi;
-    }
-    sr_add(p, b, p->size[b]);
-    p->off[b] = NONE;
-}
-
-/* True when every rank can still hold its unplaced bytes, the last placed at x: x plus
- * the most unplaced bytes at a rank (the tree mt), and at the ranks below the tree nodes
- * whose lowest minoff rose, that minoff plus the rank's unplaced bytes (elsewhere
- * neither grew since the parent's check). */
-static bool sr_check(struct pk *p, size_t x, size_t cap)
-{
-    if (x + p->mt[1] > cap)
-        return false;
-    for (size_t d = 0; d < p->n_dirty; d++) {
-        size_t v = p->dirty[d], pm = NONE, a = v, z = v + 1, u;
-
-        for (u = v >> 1; u && p->stamp[u] != p->n_nodes + 1; u >>= 1)
-            pm = p->own[u] < pm ? p->own[u] : pm;
-        if (u)
-            continue; /* below another that rose: checked with it */
-        p->tag[v] = p->own[v] < pm ? p->own[v] : pm;
-        for (; a < p->ns; a <<= 1, z <<= 1)
-            for (u = 2 * a; u < 2 * z; u++)
-                p->tag[u] = p->own[u] < p->tag[u >> 1] ? p->own[u] : p->tag[u >> 1];
-        p->work += 2 * (z - a);
-        for (u = a; u < z && u - p->ns < p->nu; u++)
-            if (p->tot[u - p->ns] && p->tag[u] + p->tot[u - p->ns] > cap)
-                return false;
-    }
-    return true;
-}
-
-/* The next candidate of node f after (lo, lp) by (minoff, pidx), NONE when no more:
- * an unplaced instance placed at its minoff o in [x, mh) (placing one higher would leave
- * a gap another fits in), not below the parent in (offset, pidx) and ending within cap.
- * Recomputed on each try, as the state is the node's again and a node tries few. */
-static size_t sr_next(struct pk *p, struct frame *f, size_t cap)
-{
-    size_t best = NONE, bo = NONE, bp = NONE;
-
-    for (size_t i = 0; i < p->n && !f->tried; i++) /* mh, on the first try */
-        if (p->off[i] == NONE && p->minoff[i] + p->size[i] < f->mh)
-            f->mh = p->minoff[i] + p->size[i];
-    for (size_t i = 0; i < p->n; i++) {
-        size_t o = p->minoff[i], q = p->pidx[i];
-
-        if (p->off[i] != NONE || o >= f->mh || o + p->size[i] > cap || o < f->x ||
-            (o == f->x && q < f->pl) || (f->tried && (o < f->lo || (o == f->lo && q <= f->lp))))
-            continue;
-        if (o < bo || (o == bo && q < bp)) {
-            best = i;
-            bo = o;
-            bp = q;
-        }
-    }
-    p->work += 2 * p->n;
-    f->lo = bo;
-    f->lp = bp;
-    f->tried = true;
-    return best;
-}
-
-/* Resets the search: nothing placed but the empty instances. */
-static void sr_reset(struct pk *p)
-{
-    for (size_t i = 0; i < p->n; i++) {
-        p->off[i] = p->size[i] ? NONE : 0;
-        p->minoff[i] = 0;
-    }
-    for (size_t r = 0; r < p->nu; r++)
-        p->tot[r] = p->load[p->ns + r];
-    for (size_t v = 0; v < 2 * p->ns; v++) {
-        p->own[v] = p->sat[v + 1] > p->sat[v] ? 0 : NONE;
-        p->mt[v] = p->load[v];
-        p->ad[v] = 0;
-    }
-    p->n_undo = 0;
-}
-
-/* One search for offsets within cap, at most `nodes` placements tried: true when found
- * (the offsets in off). */
-static bool sr_run(struct pk *p, size_t cap, size_t nodes, size_t work)
-{
-    size_t d = 0, b;
-
-    sr_reset(p);
-    p->fr[0] = (struct frame){0, 0, NONE, 0, 0, NONE, 0, false};
-    for (;;) {
-        struct frame *f = &p->fr[d];
-
-        if (f->b != NONE)
-            sr_unplace(p, f->b, f->mark);
-        f->b = NONE;
-        if ((b = sr_next(p, f, cap)) == NONE) {
-            if (d-- == 0)
-                return false;
-            continue;
-        }
-        if (!nodes-- || p->work > work)
-            return false;
-        f->mark = p->n_undo;
-        f->b = b;
-        if (!sr_place(p, b) || p->oom)
-            return false;
-        if (!sr_check(p, p->off[b], cap))
-            continue;
-        if (d + 1 == p->n_pos)
-            return true;
-        p->fr[++d] = (struct frame){p->off[b], p->pidx[b], NONE, 0, 0, NONE, 0, false};
-    }
-}
-
-/* Searches for offsets within cap: the three static orders in turn with node limits
- * doubling from 2n, until the work reaches `work`. True when found (kept if best). */
-static bool pk_solve(struct pk *p, size_t cap, size_t work)
-{
-    for (size_t lim = 2 * p->n_pos + 2; p->work < work; lim *= 2)
-        for (size_t o = N_GREEDY; o < REMAT_ARRAY_LEN(orders) && p->work < work; o++) {
-            pk_order(p, &orders[o], p->ord);
-            for (size_t k = 0; k < p->n; k++)
-                p->pidx[p->ord[k]] = k;
-            if (sr_run(p, cap, lim, work)) {
-                size_t end = 0;
-
-                for (size_t i = 0; i < p->n; i++)
-                    end = p->off[i] + p->size[i] > end ? p->off[i] + p->size[i] : end;
-                pk_keep(p, end);
-                return true;
-            }
-        }
-    return false;
 }
 
 /* When all are live at one step (the bound is the sum of the sizes: the host tier, where
@@ -628,7 +311,7 @@ static bool pk_stack(struct pk *p)
         sum += p->size[i];
     if (sum != p->bound)
         return false;
-    pk_order(p, &orders[0], p->ord);
+    pk_order(p, &pk_orders[0], p->ord);
     for (size_t k = 0, at = 0; k < p->n; at += p->size[p->ord[k++]])
         p->off[p->ord[k]] = p->size[p->ord[k]] ? at : 0; /* as pk_pass: empty ones at 0 */
     pk_keep(p, sum);
@@ -643,7 +326,7 @@ static bool pk_stack(struct pk *p)
  * and are cut at its end. Skipped when out of memory (the passes follow). */
 static void pk_sweep(struct pk *p, size_t cut)
 {
-    pk_order(p, &orders[SWEEP_ORDER], p->ord);
+    pk_order(p, &pk_orders[SWEEP_ORDER], p->ord);
     p->work += 20 * p->n;
     pk_keep(p, pack_sweep(p->al, p->n, p->nu, p->size, p->lo, p->hi, p->ord, p->off, cut));
 }
@@ -660,8 +343,8 @@ static void pk_search(struct pk *p, size_t work)
         return;
     pk_sweep(p, NONE);
     for (size_t o = 0; o < N_GREEDY && p->best > p->bound; o++) {
-        pk_order(p, &orders[o], p->ord);
-        pk_keep(p, pk_pass(p, p->ord, orders[o].first_fit, p->best, NULL, NULL));
+        pk_order(p, &pk_orders[o], p->ord);
+        pk_keep(p, pk_pass(p, p->ord, pk_orders[o].first_fit, p->best, NULL, NULL));
     }
     for (size_t k = 0; k < REMAT_ARRAY_LEN(slack) && p->work < stop; k++) {
         size_t cap = p->bound + p->bound / 1000 * slack[k];
@@ -692,7 +375,7 @@ static void lane_job(void *ctx, int k)
 {
     struct pk_lanes *l = ctx;
     struct pk *q = l->q[k];
-    const struct order *ord = &orders[quick_order[l->o + (size_t)k]];
+    const struct order *ord = &pk_orders[quick_order[l->o + (size_t)k]];
 
     pk_order(q, ord, q->ord);
     l->end[k] = pk_pass(q, q->ord, ord->first_fit, l->cut, NULL, k ? &l->stop : NULL);
@@ -818,7 +501,7 @@ remat_status pack_run(const remat_allocator *al, const struct instance *inst, si
         pk_search(&p, work);
     if (!st && dst && fixed) {
         p.best = NONE;
-        pk_order(&p, &orders[0], p.ord);
+        pk_order(&p, &pk_orders[0], p.ord);
         pk_keep(&p, pk_pass(&p, p.ord, false, NONE, fixed, NULL));
     }
     if (!st && dst && p.best == NONE)
