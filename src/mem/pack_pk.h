@@ -63,18 +63,26 @@ struct pk {
             body;                                                                       \
     }
 
+/* The instances FOR_OVERLAP visits for instance i: the work it counts. */
+static inline size_t pk_visits(const struct pk *p, size_t i)
+{
+    size_t w = p->at[p->hi[i]] - p->at[p->lo[i] + 1];
+
+    for (size_t v = p->lo[i] + p->ns; v >= 1; v >>= 1)
+        w += p->sat[v + 1] - p->sat[v] + 1;
+    return w;
+}
+
 /* Runs body with j set to each instance of nonzero size overlapping i (i excluded):
  * those live at i's first step, then those starting within its lifetime. Counts the
- * visits as work. */
+ * visits as work (pk_visits). */
 #define FOR_OVERLAP(p, i, j, body)                                                      \
     do {                                                                                \
-        for (size_t v_ = (p)->lo[i] + (p)->ns; v_ >= 1; v_ >>= 1) {                     \
-            (p)->work += (p)->sat[v_ + 1] - (p)->sat[v_] + 1;                           \
+        (p)->work += pk_visits(p, i);                                                   \
+        for (size_t v_ = (p)->lo[i] + (p)->ns; v_ >= 1; v_ >>= 1)                       \
             for (size_t k_ = (p)->sat[v_]; k_ < (p)->sat[v_ + 1]; k_++)                 \
                 if ((j = (p)->seg[k_]) != (i))                                          \
                     body;                                                               \
-        }                                                                               \
-        (p)->work += (p)->at[(p)->hi[i]] - (p)->at[(p)->lo[i] + 1];                     \
         for (size_t k_ = (p)->at[(p)->lo[i] + 1]; k_ < (p)->at[(p)->hi[i]]; k_++)       \
             if ((p)->size[j = (p)->byfirst[k_]])                                        \
                 body;                                                                   \
