@@ -75,6 +75,9 @@ size_t dp_chain_need(const struct dp *p);
  * hold the least overhead (dp_least.c). *lb, *room and *lag are the caller's to free. */
 remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag);
 
+/* The pairs a run at p's budget visits (with p->co, those it allows). */
+int64_t dp_run_pairs(const struct dp *p);
+
 /* A DP over ls at budget (kusumoto.c); dp_fini frees what it and its runs hold. */
 remat_status dp_init(struct dp *p, const struct dag *d, const struct lsets *ls, size_t budget);
 void dp_fini(struct dp *p);

@@ -223,8 +223,7 @@ static int64_t row_pairs(const struct dp *p, int32_t j)
     return n;
 }
 
-/* The pairs a run at p's budget visits. */
-static int64_t run_pairs(const struct dp *p)
+int64_t dp_run_pairs(const struct dp *p)
 {
     int64_t n = 0;
 
@@ -272,7 +271,7 @@ static void keep_job(void *ctx, int k)
  * budget: 5.9 10^6 pairs. */
 bool dp_keep_pairs(struct dp *p)
 {
-    int64_t n = run_pairs(p), half = 0;
+    int64_t n = dp_run_pairs(p), half = 0;
     struct dp_pairs pc = {0};
     struct keep_part w = {p, &pc, {1, 1}, {p->ls->n, p->ls->n}, {0, 0}, {0, 0}};
     int parts = core_par_threads_with(p->al) > 1 && !p->ls->sim ? 2 : 1;
@@ -649,139 +648,6 @@ void dp_fini(struct dp *p)
     core_free(p->al, p->kmin[0], sizeof *p->kmin[0] * p->cap_kmin);
     core_free(p->al, p->kmin[1], sizeof *p->kmin[1] * (p->cap_kmin ? p->cap_kmin / 8 + 1 : 0));
     dp_pairs_fini(&p->pc);
-}
-
-remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
-                           size_t budget, int64_t coarse_at, const struct dp_progress *pg,
-                           struct chain *c, struct dp_result *res)
-{
-    return kusumoto_plan_pairs(d, ls, memory_centric, budget, coarse_at, pg, NULL, c, res);
-}
-
-remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
-                                 bool memory_centric, size_t budget, int64_t coarse_at,
-                                 const struct dp_progress *pg, const struct dp_pairs *pairs,
-                                 struct chain *c, struct dp_result *res)
-{
-    /* the kept pairs serve a run at budget over ls where every pair is visited */
-    bool usable = pairs && pairs->p && budget <= pairs->budget && pairs->n_sets == ls->n;
-    struct dp p;
-    struct dp_coarse co = {0};
-    int32_t set, pt, nb = 0, last = ls->n - 1;
-    int32_t *sets = NULL, *lb = NULL;
-    int64_t *room = NULL, *lag = NULL, flat = 0;
-    double recomputed = 0, total = 0;
-    remat_status st;
-
-    memset(res, 0, sizeof *res);
-    if ((st = dp_init(&p, d, ls, budget)))
-        return st;
-    p.pg = pg;
-    p.stage = "DP: least memory";
-    if (coarse_at == 0 ? ls->n > DP_COARSE_MIN_SETS &&
-                             (flat = kusumoto_pairs(ls, budget)) >
-                                 (memory_centric ? DP_COARSE_PAIRS_MC : DP_COARSE_PAIRS_TC)
-                       : kusumoto_pairs(ls, budget) > coarse_at) {
-        if (!dp_coarse_init(&co, d, ls, dp_coarse_runs(ls->n))) {
-            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
-            goto out;
-        }
-        p.co = &co;
-        if (coarse_at == 0 && run_pairs(&p) * DP_COARSE_GAIN > flat)
-            p.co = NULL; /* a narrow window: every pair */
-    }
-    if (!p.co && usable)
-        p.pc = *pairs; /* borrowed: not freed with p */
-    /* Memory-centric: the least cached memory at V (then the least overhead), which is
-     * the last point of V's Pareto frontier; one state per set finds it exactly, since
-     * transitions add the same (t, m) to every state and allow the smaller m first. */
-    if ((st = dp_run(&p, DP_MIN_M, NULL, 0)))
-        goto out;
-    if (p.fr_n[last] == 0 && p.co) { /* only the flat pairs fit: all of them */
-        p.co = NULL;
-        if (usable)
-            p.pc = *pairs;
-        if ((st = dp_run(&p, DP_MIN_M, NULL, 0)))
-            goto out;
-    }
-    if (p.fr_n[last] == 0)
-        goto out; /* infeasible */
-    if (!memory_centric && (st = dp_least_time(&p, &lb, &room, &lag)))
-        goto out;
-    res->feasible = true;
-    res->coarse = p.co != NULL;
-    sets = core_calloc(p.al, (size_t)ls->n + 1, sizeof *sets);
-    if (!sets) {
-        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
-        goto out;
-    }
-    /* Walk back from V: TC takes the least t, MC the least m. */
-    set = last;
-    pt = 0; /* MC: the single least-(m, t) state; TC: the frontier's least t */
-    while (set > 0) {
-        const struct point *q = &p.pts[p.fr_at[set] + pt];
-
-        sets[nb++] = set;
-        set = q->parent_set;
-        pt = q->parent_pt;
-    }
-    /* sets[nb-1] is L1, sets[0] is V. Blocks, kept nodes and the bound. */
-    c->n_blocks = nb;
-    {
-        size_t cached = 0, sim_m = 0;
-        double sim_t = 0;
-        int32_t prev = 0;
-
-        for (int32_t b = 1; b <= nb; b++) {
-            int32_t j = sets[nb - b];
-            size_t bound = cached + 2 * (ls->m[j] - ls->m[prev]) + ls->m_out[j];
-
-            if (ls->sim) {
-                double t;
-                size_t dm, cb;
-
-                dp_sim_pair(ls->sim, prev, j, &t, &dm, &cb);
-                bound = sim_m + cb;
-                sim_m += dm;
-                sim_t += t;
-            }
-            res->bound = bound > res->bound ? bound : res->bound;
-            for (int32_t w = 0; w < ls->words; w++)
-                for (uint64_t x = lsets_word(ls, j, w) & ~lsets_word(ls, prev, w); x;
-                     x &= x - 1) {
-                    int32_t v = 64 * w + __builtin_ctzll(x);
-
-                    c->block[v] = b;
-                    c->kept[v] = false;
-                }
-            for (int32_t k = ls->bd_at[j]; k < ls->bd_at[j + 1]; k++) {
-                int32_t v = ls->bd[k];
-
-                if (!lsets_has(ls, prev, v)) {
-                    c->kept[v] = true;
-                    cached += d->m[v];
-                }
-            }
-            prev = j;
-        }
-        recomputed = sim_t;
-    }
-    for (int32_t v = 0; v < d->n; v++) {
-        total += d->t[v];
-        recomputed += c->kept[v] || ls->sim ? 0 : d->t[v];
-    }
-    res->overhead = total > 0 ? recomputed / total : 0;
-out:
-    core_free(p.al, sets, sizeof *sets * ((size_t)ls->n + 1));
-    core_free(p.al, lb, sizeof *lb * (size_t)ls->n);
-    core_free(p.al, room, sizeof *room * (size_t)ls->n);
-    core_free(p.al, lag, sizeof *lag * (size_t)ls->n);
-    if (pairs && p.pc.p == pairs->p)
-        memset(&p.pc, 0, sizeof p.pc); /* borrowed */
-    dp_fini(&p);
-    if (co.idx)
-        dp_coarse_fini(&co);
-    return st;
 }
 
 int64_t kusumoto_pairs(const struct lsets *ls, size_t budget)
