@@ -9,6 +9,10 @@
  *   runs on both the full and the thinned family of lower sets) and GPT-2 with 48
  *   layers, at --budget min and at a budget between, the two plans are the same step
  *   for step.
+ * - core_team_run: 20,000 rounds of two parts, uneven either way and some after the
+ *   helper has gone to sleep; after each round both parts' writes are there and each
+ *   part ran once. No team starts inside core_par_run's jobs (two at once would take
+ *   the cores their jobs share), nor with one core.
  * - The DP's least budget (kusumoto_min_budget) runs two budgets a round on two cores
  *   (thirds) and one on one core (halves): on the same two graphs, and on ResNet-2498,
  *   both find the same budget (the allocator of the caller's makes it serial), at which
@@ -19,6 +23,7 @@
 #include "plan/kusumoto.h"
 
 #include <stdatomic.h>
+#include <unistd.h>
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -75,6 +80,70 @@ static void test_par_run(void)
                       i);
             }
         }
+}
+
+#define ROUNDS 20000
+
+struct rounds {
+    int r;
+    uint64_t out[2][ROUNDS];
+    atomic_int ran[2];
+};
+
+/* Part k of round r: uneven, the helper's longer in one round of three, the caller's in
+ * another. */
+static void round_part(void *ctx, int k)
+{
+    struct rounds *w = ctx;
+    int heavy = w->r % 3 == 0 ? 1 : w->r % 3 == 1 ? 0 : -1;
+
+    atomic_fetch_add(&w->ran[k], 1);
+    w->out[k][w->r] = work(heavy == k ? 40 : k) ^ (uint64_t)w->r;
+}
+
+static void team_in_job(void *ctx, int i)
+{
+    core_team **t = ctx;
+
+    t[i] = core_team_start();
+}
+
+static void test_team(void)
+{
+    static struct rounds w;
+    core_team *t = core_team_start(), *in_jobs[2] = {NULL, NULL};
+    uint64_t want[2] = {work(0), work(1)}, heavy = work(40);
+
+    core_team_stop(NULL);
+    if (core_par_threads() < 2) {
+        CHECK(!t, "a team on one core");
+        printf("  one core: no team\n");
+        return;
+    }
+    CHECK_OR(t != NULL, return, "no team on %d cores", core_par_threads());
+    for (w.r = 0; w.r < ROUNDS; w.r++) {
+        int heavy_part = w.r % 3 == 0 ? 1 : w.r % 3 == 1 ? 0 : -1;
+
+        if (w.r % 5000 == 4999)
+            usleep(20000); /* the helper sleeps: the next round wakes it */
+        atomic_store(&w.ran[0], 0);
+        atomic_store(&w.ran[1], 0);
+        core_team_run(t, round_part, &w);
+        for (int k = 0; k < 2; k++) {
+            uint64_t x = (heavy_part == k ? heavy : want[k]) ^ (uint64_t)w.r;
+            int ran = atomic_load(&w.ran[k]);
+
+            CHECK_OR(ran == 1 && w.out[k][w.r] == x, break, "round %d part %d: ran %d "
+                     "times, wrote %llx, want %llx", w.r, k, ran,
+                     (unsigned long long)w.out[k][w.r], (unsigned long long)x);
+        }
+    }
+    core_team_stop(t);
+    core_par_run(2, 2, team_in_job, in_jobs);
+    CHECK(!in_jobs[0] && !in_jobs[1], "a team started inside core_par_run's jobs");
+    core_team_stop(in_jobs[0]);
+    core_team_stop(in_jobs[1]);
+    printf("  %d rounds on two cores\n", ROUNDS);
 }
 
 /* A pass-through allocator: the planner then runs its jobs in one thread. */
@@ -192,6 +261,7 @@ static void test_min_budget_threads(void)
 int main(void)
 {
     RUN(test_par_run);
+    RUN(test_team);
     RUN(test_hybrid_threads);
     RUN(test_min_budget_threads);
     return harness_end();

@@ -94,7 +94,18 @@ double core_seconds(void);
  * (par.c); returns when all have run. fn must touch only what job i owns: the allocator
  * is shared, so callers pass threads > 1 only with the C library's (thread-safe) one. */
 void core_par_run(int n, int threads, void (*fn)(void *ctx, int i), void *ctx);
-/* The cores online, at least 1 and at most 8. */
+/* A caller and one helper thread for many short rounds of two parts (par.c): started
+ * only with at least two cores and outside core_par_run's jobs (NULL otherwise: the
+ * caller runs alone). core_team_run runs fn(ctx, 1) on the helper and fn(ctx, 0) on the
+ * caller, and returns when both have; a part must touch only what it owns. The team
+ * allocates with the C library, and its parts must not allocate with a caller's
+ * allocator (which need not be thread-safe). */
+typedef struct core_team core_team;
+core_team *core_team_start(void);
+void core_team_run(core_team *t, void (*fn)(void *ctx, int part), void *ctx);
+void core_team_stop(core_team *t); /* NULL: nothing */
+/* The cores this process may run on (its affinity: taskset, mpirun's binding), at least
+ * 1 and at most 8. */
 int core_par_threads(void);
 /* The threads core_par_run may use with allocator a: the cores with the C library's
  * (thread-safe), 1 with a caller's (which need not be). */

@@ -9,10 +9,13 @@
 #include "plan/dp_pairs.h"
 #include "plan/kusumoto.h"
 
+/* A state: overhead t, cached memory m, and the state it came from (its index in pts,
+ * -1 for ∅'s; dp_point_set gives its set). 16 bytes: the frontier runs stream through
+ * the states' t and m, and took 24 with the parent's set and place apart. */
 struct point {
-    int32_t t;
-    int32_t parent_set, parent_pt;
     size_t m;
+    int32_t t;
+    int32_t parent;
 };
 
 struct dp {
@@ -38,6 +41,7 @@ struct dp {
     int64_t lag_d;               /* its D, bytes per unit of overhead */
     size_t max_pts;              /* a run stops (capped) past this many states; 0: none */
     bool capped;
+    size_t n_split;              /* the last run's sets shared with a helper thread */
 };
 
 enum dp_mode {
@@ -74,6 +78,10 @@ size_t dp_chain_need(const struct dp *p);
 /* Time-centric, after the memory-centric run (p's states): the run whose states at V
  * hold the least overhead (dp_least.c). *lb, *room and *lag are the caller's to free. */
 remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag);
+
+/* The set whose frontier holds pts[idx], after a run that reached V (every set's fr_at
+ * then ascends with the sets, and each set's points lie in its own range). */
+int32_t dp_point_set(const struct dp *p, int32_t idx);
 
 /* The pairs a run at p's budget visits (with p->co, those it allows). */
 int64_t dp_run_pairs(const struct dp *p);

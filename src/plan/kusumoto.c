@@ -24,8 +24,7 @@
  * usable pairs are kept (dp_pairs.h) read those instead of working them out.
  */
 #include "plan/kusumoto.h"
-#include "plan/dp_run.h"
-#include "plan/dp_sim.h"
+#include "plan/dp_iter.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -41,31 +40,11 @@ static void report(const struct dp *p, int32_t j, int32_t n)
         p->pg->fn(p->pg->ud, p->stage, f);
 }
 
-static double block_t(const struct dp *p, int32_t i, int32_t j, size_t *dm, size_t *dmv)
+static int64_t split_min_set; /* kusumoto_set_split's; 0: SPLIT_MIN, < 0: no team */
+
+void kusumoto_set_split(int64_t min_work)
 {
-    const struct lsets *ls = p->ls;
-    double tb = 0;
-
-    *dm = 0;
-    for (int32_t k = ls->bd_at[j]; k < ls->bd_at[j + 1]; k++) {
-        int32_t v = ls->bd[k];
-
-        if (!lsets_has(ls, i, v)) {
-            *dm += p->d->m[v];
-            tb += p->d->t[v];
-        }
-    }
-    *dmv = ls->m[j] - ls->m[i];
-    return ls->t[j] - ls->t[i] - tb; /* T(V' \ ∂(L')) */
-}
-
-/* The nearest whole overhead, at least 0: floor(x) as the conversion's truncation,
- * which is the same for x >= 0 (without libm's call, once per pair). */
-static int32_t quantize(const struct dp *p, double t)
-{
-    double x = t * p->scale + 0.5;
-
-    return x < 0 ? 0 : (int32_t)x;
+    split_min_set = min_work;
 }
 
 static bool push_point(struct dp *p, struct point pt)
@@ -82,278 +61,6 @@ static bool push_point(struct dp *p, struct point pt)
     }
     p->pts[p->n_pts++] = pt;
     return true;
-}
-
-/* Block quantities of the pair (i, j); false when the block alone breaks the budget
- * or L_i is not a subset of L_j. */
-static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t *dt, size_t *dm,
-                              size_t *c)
-{
-    const struct lsets *ls = p->ls;
-    size_t dmv = ls->m[j] - ls->m[i];
-
-    if (ls->size[i] >= ls->size[j] || dmv > window(p) || !lsets_subset(ls, i, j))
-        return false;
-    if (ls->sim) {
-        double t;
-
-        dp_sim_pair(ls->sim, i, j, &t, dm, c);
-        *dt = quantize(p, t);
-        return *c <= p->budget;
-    }
-    *dt = quantize(p, block_t(p, i, j, dm, &dmv));
-    *c = dp_authors_charge(ls, i, j);
-    return *c <= p->budget;
-}
-
-/* The first set a block ending at L_j can start from: with the sets sorted by M(L)
- * (lsets.by_m), those with M(L_j) - M(L_i) <= B/2 are a contiguous run before j and
- * the rest break the budget alone (pair_block); otherwise 0. */
-static int32_t first_start(const struct dp *p, int32_t j)
-{
-    const struct lsets *ls = p->ls;
-    size_t half = window(p);
-    int32_t lo = 0, hi = j;
-
-    if (!ls->by_m || ls->m[j] <= half)
-        return 0;
-    while (lo < hi) { /* the first i with m[i] >= m[j] - half */
-        int32_t mid = lo + (hi - lo) / 2;
-
-        if (ls->m[mid] < ls->m[j] - half)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* The usable pairs ending at L_j, i ascending: from the kept ones when there are (those
- * kept at a larger budget filtered to this one), otherwise worked out (pair_block);
- * with p->co, only those it allows (the coarse sets before the fine reach of L_j, when
- * L_j is coarse, then that reach). With live, only those from sets that hold states,
- * tested before the pair's work. */
-struct pair_it {
-    int32_t j, i;      /* the next i to try (no pairs kept) */
-    int32_t ck, s;     /* with p->co: the next coarse set's place, and the fine reach */
-    size_t e, end;     /* the next kept pair and the row's end */
-    bool live;         /* only pairs from sets that hold states (a run's fr_n) */
-};
-
-static void pairs_begin(const struct dp *p, int32_t j, bool live, struct pair_it *it)
-{
-    int32_t fs = first_start(p, j);
-
-    it->j = j;
-    it->live = live;
-    it->i = it->s = fs;
-    it->ck = 0;
-    if (p->co) {
-        it->s = it->i = p->co->near[j] > fs ? p->co->near[j] : fs;
-        it->ck = p->co->is[j] && fs < it->s ? dp_coarse_from(p->co, fs) : p->co->k;
-    }
-    if (p->pc.p) {
-        size_t lo = p->pc.at[j], hi = p->pc.end[j];
-
-        it->end = hi;
-        while (lo < hi) { /* the first kept pair with i >= fs */
-            size_t mid = lo + (hi - lo) / 2;
-
-            if (p->pc.p[mid].i < fs)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        it->e = lo;
-    }
-}
-
-/* (always inlined: called once a pair, in the DP's inner loops) */
-static inline __attribute__((always_inline)) bool
-pairs_next(const struct dp *p, struct pair_it *it, int32_t *i, int32_t *dt, size_t *dm, size_t *c)
-{
-    if (p->pc.p) {
-        while (it->e < it->end) {
-            size_t e = it->e++;
-            const struct dp_pair *q = &p->pc.p[e];
-            size_t qc;
-
-            if (it->live && p->fr_n[q->i] == 0)
-                continue;
-            qc = dp_pair_charge(&p->pc, p->ls, e, it->j);
-            if (qc <= p->budget && p->ls->m[it->j] - p->ls->m[q->i] <= window(p)) {
-                *i = q->i;
-                *dt = q->dt;
-                *dm = q->dm;
-                *c = qc;
-                return true;
-            }
-        }
-        return false;
-    }
-    if (p->co) /* the coarse sets before the fine reach */
-        while (it->ck < p->co->k && p->co->idx[it->ck] < it->s) {
-            int32_t k = p->co->idx[it->ck++];
-
-            if ((!it->live || p->fr_n[k] > 0) && pair_block(p, k, it->j, dt, dm, c)) {
-                *i = k;
-                return true;
-            }
-        }
-    for (int32_t k = it->i; k < it->j; k++) /* locals, kept in registers */
-        if ((!it->live || p->fr_n[k] > 0) && pair_block(p, k, it->j, dt, dm, c)) {
-            *i = k;
-            it->i = k + 1;
-            return true;
-        }
-    it->i = it->j;
-    return false;
-}
-
-/* The pairs into L_j a run at p's budget visits (kusumoto_pairs, restricted by p->co). */
-static int64_t row_pairs(const struct dp *p, int32_t j)
-{
-    struct pair_it it;
-    int64_t n;
-
-    pairs_begin(p, j, false, &it);
-    n = j - it.s;
-    if (p->co && it.ck < p->co->k)
-        n += dp_coarse_from(p->co, it.s) - it.ck;
-    return n;
-}
-
-int64_t dp_run_pairs(const struct dp *p)
-{
-    int64_t n = 0;
-
-    for (int32_t j = 1; j < p->ls->n; j++)
-        n += row_pairs(p, j);
-    return n;
-}
-
-/* One part of dp_keep_pairs: the usable pairs of rows j0 .. j1 - 1, written from
- * pc->p[base] on (at most the pairs those rows visit). */
-struct keep_part {
-    const struct dp *p;
-    struct dp_pairs *pc;
-    int32_t j0[2], j1[2];
-    size_t base[2], n[2]; /* where each part starts, and the pairs it kept */
-};
-
-static void keep_job(void *ctx, int k)
-{
-    struct keep_part *w = ctx;
-    struct dp_pairs *pc = w->pc;
-    size_t n = w->base[k];
-
-    for (int32_t j = w->j0[k]; j < w->j1[k]; j++) {
-        struct pair_it it;
-        struct dp_pair q;
-        size_t c;
-
-        pc->at[j] = n;
-        for (pairs_begin(w->p, j, false, &it); pairs_next(w->p, &it, &q.i, &q.dt, &q.dm, &c);) {
-            if (pc->c)
-                pc->c[n] = c;
-            pc->p[n++] = q;
-        }
-        pc->end[j] = n;
-    }
-    w->n[k] = n - w->base[k];
-}
-
-/* Keeps the usable pairs of the run's budget (runs at smaller budgets filter them), when
- * they number at most DP_PAIRS_MAX; false only when out of memory. On two cores (the
- * authors' model: the simulator's writes its scratch) the rows are split where half the
- * pairs visited lie on each side, the second half written from its first row's bound on
- * (the room between the halves is never touched). GPT-2 of 1,000 layers at its least
- * budget: 5.9 10^6 pairs. */
-bool dp_keep_pairs(struct dp *p)
-{
-    int64_t n = dp_run_pairs(p), half = 0;
-    struct dp_pairs pc = {0};
-    struct keep_part w = {p, &pc, {1, 1}, {p->ls->n, p->ls->n}, {0, 0}, {0, 0}};
-    int parts = core_par_threads_with(p->al) > 1 && !p->ls->sim ? 2 : 1;
-
-    if (p->pc.p || n > DP_PAIRS_MAX)
-        return true;
-    if (!dp_pairs_init(&pc, p->al, p->ls->n, (size_t)n, p->ls->sim != NULL))
-        return false;
-    if (parts == 2) {
-        int32_t j = 1;
-
-        while (j < p->ls->n && half < n / 2)
-            half += row_pairs(p, j++);
-        w.j1[0] = w.j0[1] = j;
-        w.base[1] = (size_t)half;
-    }
-    core_par_run(parts, parts, keep_job, &w);
-    pc.n = w.n[0] + w.n[1];
-    pc.budget = p->budget;
-    p->pc = pc;
-    return true;
-}
-
-size_t dp_chain_need(const struct dp *p)
-{
-    size_t need = 0;
-
-    for (int32_t j = p->ls->n - 1; j > 0 && p->fr_n[j] > 0;) {
-        const struct point *q = &p->pts[p->fr_at[j]];
-        int32_t i = q->parent_set, dt;
-        size_t dm, c, at, dmv;
-
-        if (!pair_block(p, i, j, &dt, &dm, &c))
-            return p->budget; /* not the run's chain (cannot happen): no tighter */
-        /* the state carried in plus the block's charge, and the window it must fit
-         * (B/2 or B: pair_block) */
-        at = p->pts[p->fr_at[i]].m + c;
-        dmv = p->ls->m[j] - p->ls->m[i];
-        at = p->ls->sim ? (dmv > at ? dmv : at) : (2 * dmv > at ? 2 * dmv : at);
-        need = at > need ? at : need;
-        j = i;
-    }
-    return need;
-}
-
-/*
- * lb[i]: the least overhead from L_i to V over transitions whose block fits the budget
- * (memory carried over ignored), so t + lb[i] bounds every chain through (L_i, t).
- * room[i]: the most cached memory m a state at L_i may carry and still reach V (-1:
- * none may), the largest over its transitions to L_j of min(B - c, room[j] - dm); a
- * state above it is dead, and so is everything it leads to (m only grows), so the
- * frontier pass skips it without changing the states that reach V. Both in one pass
- * over the pairs, backwards.
- */
-void dp_bounds(const struct dp *p, int32_t *lb, int64_t *room)
-{
-    const struct lsets *ls = p->ls;
-    int64_t B = p->budget > (size_t)INT64_MAX ? INT64_MAX : (int64_t)p->budget;
-    struct pair_it it;
-
-    for (int32_t i = 0; i < ls->n; i++) {
-        lb[i] = i == ls->n - 1 ? 0 : INT32_MAX;
-        room[i] = i == ls->n - 1 ? INT64_MAX : -1;
-    }
-    /* each L_j's own bounds are final once every pair from it is seen: the pairs are
-     * taken by their end, last first */
-    for (int32_t j = ls->n - 1; j > 0; j--) {
-        int32_t i, dt;
-        size_t dm, c;
-
-        if (room[j] < 0)
-            continue;
-        for (pairs_begin(p, j, false, &it); pairs_next(p, &it, &i, &dt, &dm, &c);) {
-            int64_t r = B - (int64_t)c;
-
-            if (lb[j] != INT32_MAX && dt + lb[j] < lb[i])
-                lb[i] = dt + lb[j];
-            if (room[j] != INT64_MAX)
-                r = room[j] - (int64_t)dm < r ? room[j] - (int64_t)dm : r;
-            room[i] = r > room[i] ? r : room[i];
-        }
-    }
 }
 
 /* The first point of set i's frontier fp (cnt points, m descending) that a block to set
@@ -389,10 +96,11 @@ struct dp_acc {
     const int32_t *lb;
     int32_t ub;
     size_t *best;
-    int32_t *par_s, *par_p;
+    int32_t *par;      /* per t: the candidate's parent state (its index in pts) */
     struct point one;
     bool any;
     int32_t t_lo, t_hi;
+    int32_t win_lo, win_hi; /* DP_FRONTIER: only candidates with win_lo <= t < win_hi */
 };
 
 /* DP_MIN_M and DP_MIN_T: the one state of L_i carried to L_j by the block (dt, dm, c)
@@ -401,7 +109,7 @@ static inline void relax_one(const struct dp *p, enum dp_mode mode, struct point
                              int32_t j, int32_t dt, size_t dm, size_t c)
 {
     const struct point *fp = p->pts + p->fr_at[i];
-    struct point q = {fp[0].t + dt, i, 0, fp[0].m + dm};
+    struct point q = {fp[0].m + dm, fp[0].t + dt, p->fr_at[i]};
 
     if (fp[0].m + c > p->budget ||
         (p->room && (p->room[j] < 0 || (p->room[j] != INT64_MAX &&
@@ -413,51 +121,84 @@ static inline void relax_one(const struct dp *p, enum dp_mode mode, struct point
 }
 
 /* The points k0 .. k1 - 1 of L_i's frontier fp carried to L_j into a's candidates, those
- * whose key D t + m is at most lag_lim when lag; false once one passes lb (t only grows
- * along the frontier: so do all the rest). */
-static inline bool relax_run(const struct dp *p, struct dp_acc *a, int32_t i, int32_t j,
-                             int32_t dt, size_t dm, const struct point *fp, int32_t k0,
-                             int32_t k1, bool lag, int64_t lag_lim)
+ * whose key D t + m is at most lag_lim when lag. The caller has cut the points past the
+ * bound ub - lb (relax); with clamp, overheads past the last unit are counted there. */
+static inline __attribute__((always_inline)) void
+relax_run(const struct dp *p, struct dp_acc *a, int32_t dt, size_t dm, const struct point *fp,
+          int32_t k0, int32_t k1, bool lag, int64_t lag_lim, bool clamp)
 {
+    size_t *best = a->best;
+    int32_t *par = a->par, base = (int32_t)(fp - p->pts), last = p->n_t - 1;
+    int64_t D = p->lag_d;
+
     for (int32_t k = k0; k < k1; k++) {
         int32_t t = fp[k].t + dt;
         size_t m = fp[k].m + dm;
 
-        if (t >= p->n_t)
-            t = p->n_t - 1;
-        if (a->lb && (a->lb[j] == INT32_MAX || t + a->lb[j] > a->ub))
-            return false;
-        if (lag && p->lag_d * (int64_t)fp[k].t + (int64_t)fp[k].m > lag_lim)
+        if (clamp && t > last)
+            t = last;
+        if (lag && D * (int64_t)fp[k].t + (int64_t)fp[k].m > lag_lim)
             continue; /* no chain through it ends within ub (dp_lagrange.c) */
-        if (m < a->best[t]) {
-            a->best[t] = m;
-            a->par_s[t] = i;
-            a->par_p[t] = k;
+        if (m < best[t]) {
+            best[t] = m;
+            par[t] = base + k;
             a->any = true;
             a->t_lo = t < a->t_lo ? t : a->t_lo;
             a->t_hi = t > a->t_hi ? t : a->t_hi;
         }
     }
-    return true;
+}
+
+/* The first of fp[lo .. hi) (t ascending) whose t is past t_max; hi when none. */
+static int32_t first_past(const struct point *fp, int32_t lo, int32_t hi, int64_t t_max)
+{
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+
+        if (fp[mid].t <= t_max)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 /* DP_FRONTIER: the states of L_i carried to L_j by the block (dt, dm, c) into a's
- * candidates. With the Lagrangian bound, 8 points at a time (the 8 or 64 of pts whose
- * least key passes the limit are passed over at once: most are, where the bound prunes
- * at all, ResNet-2498 at its halfway budget 94% of the visits). */
+ * candidates. The states whose t + lb(L_j) passes ub are a suffix (t grows along the
+ * frontier), cut before the loop. With the Lagrangian bound, 8 points at a time (the 8
+ * or 64 of pts whose least key passes the limit are passed over at once: most are,
+ * where the bound prunes at all, ResNet-2498 at its halfway budget 94% of the visits). */
 static inline void relax(const struct dp *p, struct dp_acc *a, int32_t i, int32_t j, int32_t dt,
                          size_t dm, size_t c)
 {
     const struct point *fp = p->pts + p->fr_at[i];
     size_t base = (size_t)p->fr_at[i];
     int32_t first, cnt = p->fr_n[i];
-    bool lag = p->lag && j < p->ls->n - 1;
+    bool lag = p->lag && j < p->ls->n - 1, clamp = true;
     int64_t lim = 0;
+
+    int64_t t_max = INT64_MAX; /* t' = t + dt at most this */
 
     if ((first = first_feasible(p, fp, cnt, j, c, dm)) < 0)
         return;
+    if (a->lb) {
+        if (a->lb[j] == INT32_MAX)
+            return;
+        t_max = (int64_t)a->ub - a->lb[j];
+    }
+    if (a->win_hi != INT32_MAX && a->win_hi - 1 < t_max)
+        t_max = a->win_hi - 1;
+    if (t_max < p->n_t - 1) { /* else every t', clamped, is at most t_max */
+        cnt = first_past(fp, first, cnt, t_max - dt);
+        clamp = false;
+    }
+    if (a->win_lo > 0)
+        first = first_past(fp, first, cnt, (int64_t)a->win_lo - 1 - dt);
     if (!lag) {
-        relax_run(p, a, i, j, dt, dm, fp, first, cnt, false, 0);
+        if (clamp)
+            relax_run(p, a, dt, dm, fp, first, cnt, false, 0, true);
+        else
+            relax_run(p, a, dt, dm, fp, first, cnt, false, 0, false);
         return;
     }
     if (p->lag[j] == INT64_MAX)
@@ -469,14 +210,17 @@ static inline void relax(const struct dp *p, struct dp_acc *a, int32_t i, int32_
         size_t g = base + (size_t)k;
         int32_t end8 = (int32_t)((g | 7) + 1 - base);
 
-        if (p->kmin[1][g >> 6] > lim)
+        if (p->kmin[1][g >> 6] > lim) {
             k = (int32_t)((g | 63) + 1 - base);
-        else if (p->kmin[0][g >> 3] > lim)
-            k = end8;
-        else if (!relax_run(p, a, i, j, dt, dm, fp, k, end8 < cnt ? end8 : cnt, true, lim))
-            return;
-        else
-            k = end8;
+            continue;
+        }
+        if (p->kmin[0][g >> 3] <= lim) {
+            if (clamp)
+                relax_run(p, a, dt, dm, fp, k, end8 < cnt ? end8 : cnt, true, lim, true);
+            else
+                relax_run(p, a, dt, dm, fp, k, end8 < cnt ? end8 : cnt, true, lim, false);
+        }
+        k = end8;
     }
 }
 
@@ -512,30 +256,174 @@ static bool note_key(struct dp *p)
     return true;
 }
 
-/* Set j's states from a's candidates (the frontier: each t whose m is below every
- * smaller t's), resetting best over the range touched. */
+/* The frontier of a's candidates (each t whose m is below every smaller t's), pushed
+ * to pts when out is NULL, else written to out (*n_out points); best is reset over the
+ * range touched. False only when out of memory. */
+static bool close_range(struct dp *p, struct dp_acc *a, struct point *out, size_t *n_out)
+{
+    size_t run = SIZE_MAX, n = 0;
+
+    for (int32_t t = a->t_lo; a->any && t <= a->t_hi; t++) {
+        if (a->best[t] < run) {
+            struct point q = {a->best[t], t, a->par[t]};
+
+            run = q.m;
+            if (out)
+                out[n] = q;
+            else if (!push_point(p, q) || (p->lag && !note_key(p)))
+                return false;
+            n++;
+        }
+        a->best[t] = SIZE_MAX;
+    }
+    *n_out = n;
+    return true;
+}
+
+/* Set j's states from a's candidates: its frontier, or its one state (DP_MIN_*). */
 static bool close_set(struct dp *p, struct dp_acc *a, int32_t j)
 {
-    size_t run = SIZE_MAX;
+    size_t n = 0;
 
     p->fr_at[j] = (int32_t)p->n_pts;
     p->fr_n[j] = 0;
     if (a->mode != DP_FRONTIER) {
-        if (a->one.parent_set < 0)
+        if (a->one.parent < 0)
             return true;
         p->fr_n[j] = 1;
         return push_point(p, a->one);
     }
-    for (int32_t t = a->t_lo; a->any && t <= a->t_hi; t++) {
-        if (a->best[t] < run) {
-            run = a->best[t];
-            if (!push_point(p, (struct point){t, a->par_s[t], a->par_p[t], run}) ||
-                (p->lag && !note_key(p)))
+    if (!close_range(p, a, NULL, &n))
+        return false;
+    p->fr_n[j] = (int32_t)n;
+    return true;
+}
+
+/*
+ * A frontier run on two cores (core_team): a set's candidates are cut at an overhead
+ * t_mid. Each part visits every usable pair in the same order but only the states that
+ * land on its side of t_mid, into the same best[] (the sides do not overlap), and takes
+ * its side's frontier (close_range); joined, the upper side's points count only below
+ * the lower side's least m. So the states are one core's. t_mid is the weighted median
+ * of the pairs' middle states, weighted by their frontiers' sizes. A set whose pairs read
+ * fewer than SPLIT_MIN states runs on the caller's core alone: handing a set over costs
+ * a few microseconds. The helper only reads kept pairs (working a pair out with the
+ * simulator's model writes its scratch), and the team is only for the C library's
+ * allocator, as core_par_run.
+ */
+#define SPLIT_MIN 4096
+
+struct t_weight {
+    int32_t t, w;
+};
+
+struct dp_split {
+    struct dp *p;
+    core_team *team;       /* NULL: none (tried: none will be) */
+    bool tried;
+    struct dp_acc part[2]; /* part[0] is the run's own accumulator */
+    struct point *out[2];  /* each side's frontier, at most n_t + 1 points */
+    size_t n_out[2];
+    struct t_weight *tw;   /* the pairs' middle states */
+    size_t cap_tw;
+    int32_t j;
+};
+
+static int tw_cmp(const void *x, const void *y)
+{
+    const struct t_weight *a = x, *b = y;
+
+    return (a->t > b->t) - (a->t < b->t);
+}
+
+static void split_part(void *ctx, int k)
+{
+    struct dp_split *s = ctx;
+    struct pair_it it;
+    int32_t i, dt;
+    size_t dm, c;
+
+    for (pairs_begin(s->p, s->j, true, &it); pairs_next(s->p, &it, &i, &dt, &dm, &c);)
+        relax(s->p, &s->part[k], i, s->j, dt, dm, c);
+    close_range(s->p, &s->part[k], s->out[k], &s->n_out[k]); /* writes out: cannot fail */
+}
+
+/* *t_mid: where set j's candidates are cut in two of about equal work; 0 when the set
+ * reads fewer than SPLIT_MIN states or no team runs. False only when out of memory. */
+static bool split_at(struct dp_split *s, int32_t j, int32_t *t_mid)
+{
+    const struct dp *p = s->p;
+    struct pair_it it;
+    int32_t i, dt;
+    size_t dm, c, n = 0;
+    int64_t work = 0, acc = 0;
+
+    *t_mid = 0;
+    for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);) {
+        if (n == s->cap_tw) {
+            size_t cap = s->cap_tw ? 2 * s->cap_tw : 256;
+            struct t_weight *nw = core_realloc(p->al, s->tw, sizeof *nw * s->cap_tw,
+                                               sizeof *nw * cap);
+
+            if (!nw)
+                return false;
+            s->tw = nw;
+            s->cap_tw = cap;
+        }
+        s->tw[n++] = (struct t_weight){p->pts[p->fr_at[i] + p->fr_n[i] / 2].t + dt,
+                                       p->fr_n[i]};
+        work += p->fr_n[i];
+    }
+    if (work < (split_min_set > 0 ? split_min_set : SPLIT_MIN))
+        return true;
+    if (!s->tried) {
+        size_t nt = (size_t)p->n_t + 1;
+
+        s->tried = true;
+        if (!(s->team = core_team_start()))
+            return true;
+        s->out[0] = core_alloc(p->al, nt * sizeof *s->out[0]);
+        s->out[1] = core_alloc(p->al, nt * sizeof *s->out[1]);
+        if (!s->out[0] || !s->out[1])
+            return false;
+    }
+    if (!s->team)
+        return true;
+    qsort(s->tw, n, sizeof *s->tw, tw_cmp);
+    for (size_t e = 0; e < n && !*t_mid; e++)
+        if (2 * (acc += s->tw[e].w) >= work)
+            *t_mid = s->tw[e].t;
+    /* overheads clamped to the last unit all on the upper side */
+    *t_mid = *t_mid > p->n_t - 2 ? p->n_t - 2 : *t_mid;
+    return true;
+}
+
+/* Set j's frontier on two cores, cut at t_mid (split_at); false when out of memory. */
+static bool split_set(struct dp_split *s, int32_t j, int32_t t_mid)
+{
+    struct dp *p = s->p;
+    size_t last = SIZE_MAX;
+
+    s->j = j;
+    s->part[1].any = false;
+    s->part[1].t_lo = INT32_MAX;
+    s->part[1].t_hi = -1;
+    s->part[0].win_hi = t_mid;
+    s->part[1].win_lo = t_mid;
+    core_team_run(s->team, split_part, s);
+    p->n_split++;
+    s->part[0].win_hi = INT32_MAX;
+    p->fr_at[j] = (int32_t)p->n_pts;
+    p->fr_n[j] = 0;
+    for (int k = 0; k < 2; k++)
+        for (size_t e = 0; e < s->n_out[k]; e++) {
+            if (s->out[k][e].m >= last)
+                continue; /* the lower side's least m passes it */
+            last = s->out[k][e].m;
+            if (!push_point(p, s->out[k][e]) || (p->lag && !note_key(p)))
                 return false;
             p->fr_n[j]++;
         }
-        a->best[t] = SIZE_MAX;
-    }
     return true;
 }
 
@@ -548,43 +436,56 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
 {
     int32_t n = p->ls->n;
     size_t nt = (size_t)p->n_t + 1;
-    struct dp_acc a = {mode, lb, ub, NULL, NULL, NULL, {0}, false, 0, 0};
+    struct dp_split sp = {.p = p};
+    struct dp_acc *a = &sp.part[0];
     remat_status st = REMAT_OK;
 
+    *a = (struct dp_acc){mode, lb, ub, NULL, NULL, {0}, false, 0, 0, 0, INT32_MAX};
+    p->n_split = 0;
+    sp.tried = mode != DP_FRONTIER || (!p->pc.p && p->ls->sim) || split_min_set < 0 ||
+               core_par_threads_with(p->al) < 2;
     p->n_pts = 0;
     p->capped = false;
-    a.best = core_alloc(p->al, nt * sizeof *a.best);
-    a.par_s = core_calloc(p->al, nt, sizeof *a.par_s);
-    a.par_p = core_calloc(p->al, nt, sizeof *a.par_p);
-    if (!a.best || !a.par_s || !a.par_p)
-        goto nomem;
-    p->fr_at[0] = 0;
-    p->fr_n[0] = 1;
-    if (!push_point(p, (struct point){0, -1, -1, 0}) || (p->lag && !note_key(p)))
+    a->best = core_alloc(p->al, nt * sizeof *a->best);
+    a->par = core_calloc(p->al, nt, sizeof *a->par);
+    if (!a->best || !a->par)
         goto nomem;
     for (size_t q = 0; q < nt; q++)
-        a.best[q] = SIZE_MAX; /* and again after each set, over the range it touched */
+        a->best[q] = SIZE_MAX; /* and again after each set, over the range it touched */
+    sp.part[1] = *a; /* the same best[] and par[]: the sides do not overlap */
+    p->fr_at[0] = 0;
+    p->fr_n[0] = 1;
+    if (!push_point(p, (struct point){0, 0, -1}) || (p->lag && !note_key(p)))
+        goto nomem;
     for (int32_t j = 1; j < n; j++) {
         struct pair_it it;
-        int32_t i, dt;
+        int32_t i, dt, t_mid = 0;
         size_t dm, c;
 
         report(p, j, n);
-        a.one = (struct point){INT32_MAX, -1, -1, SIZE_MAX};
-        a.any = false;
-        a.t_lo = INT32_MAX;
-        a.t_hi = -1;
-        if (mode == DP_FRONTIER)
+        a->one = (struct point){SIZE_MAX, INT32_MAX, -1};
+        a->any = false;
+        a->t_lo = INT32_MAX;
+        a->t_hi = -1;
+        if (!sp.tried || sp.team) {
+            if (!split_at(&sp, j, &t_mid))
+                goto nomem;
+            if (t_mid > 0 && !split_set(&sp, j, t_mid))
+                goto nomem;
+        }
+        if (t_mid > 0)
+            ; /* split_set closed it */
+        else if (mode == DP_FRONTIER)
             for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
-                relax(p, &a, i, j, dt, dm, c);
+                relax(p, a, i, j, dt, dm, c);
         else if (p->pc.p || p->co)
             for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
-                relax_one(p, mode, &a.one, i, j, dt, dm, c);
+                relax_one(p, mode, &a->one, i, j, dt, dm, c);
         else /* the same, without the iterator's cost (the bisection's first runs) */
             for (i = first_start(p, j); i < j; i++)
                 if (p->fr_n[i] > 0 && pair_block(p, i, j, &dt, &dm, &c))
-                    relax_one(p, mode, &a.one, i, j, dt, dm, c);
-        if (!close_set(p, &a, j))
+                    relax_one(p, mode, &a->one, i, j, dt, dm, c);
+        if (t_mid == 0 && !close_set(p, a, j))
             goto nomem;
         if (p->max_pts && p->n_pts > p->max_pts) {
             p->capped = true; /* the caller tries otherwise */
@@ -600,9 +501,12 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
 nomem:
     st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
 out:
-    core_free(p->al, a.best, sizeof *a.best * nt);
-    core_free(p->al, a.par_s, sizeof *a.par_s * nt);
-    core_free(p->al, a.par_p, sizeof *a.par_p * nt);
+    core_team_stop(sp.team);
+    core_free(p->al, a->best, sizeof *a->best * nt);
+    core_free(p->al, a->par, sizeof *a->par * nt);
+    core_free(p->al, sp.out[0], sizeof *sp.out[0] * nt);
+    core_free(p->al, sp.out[1], sizeof *sp.out[1] * nt);
+    core_free(p->al, sp.tw, sizeof *sp.tw * sp.cap_tw);
     return st;
 }
 
@@ -648,14 +552,4 @@ void dp_fini(struct dp *p)
     core_free(p->al, p->kmin[0], sizeof *p->kmin[0] * p->cap_kmin);
     core_free(p->al, p->kmin[1], sizeof *p->kmin[1] * (p->cap_kmin ? p->cap_kmin / 8 + 1 : 0));
     dp_pairs_fini(&p->pc);
-}
-
-int64_t kusumoto_pairs(const struct lsets *ls, size_t budget)
-{
-    struct dp p = {.ls = ls, .budget = budget};
-    int64_t n = 0;
-
-    for (int32_t j = 1; j < ls->n; j++)
-        n += j - first_start(&p, j);
-    return n;
 }

@@ -67,5 +67,9 @@ void kusumoto_set_trial(size_t max_pts);
  * Lagrangian bound, in the DP's overhead units; 0 restores the default (dp_least.c).
  * The chain is the same either way. */
 void kusumoto_set_first_step(int64_t units);
+/* Tests and benchmarks only (not thread-safe): the least work (states read) of a set
+ * that a frontier run shares with a helper thread (kusumoto.c, core_team); 0 restores
+ * the default, -1 keeps every run on one core. The states are the same either way. */
+void kusumoto_set_split(int64_t min_work);
 
 #endif

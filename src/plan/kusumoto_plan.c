@@ -75,13 +75,11 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
     }
     /* Walk back from V: TC takes the least t, MC the least m. */
     set = last;
-    pt = 0; /* MC: the single least-(m, t) state; TC: the frontier's least t */
+    pt = p.fr_at[last]; /* MC: the single least-(m, t) state; TC: the frontier's least t */
     while (set > 0) {
-        const struct point *q = &p.pts[p.fr_at[set] + pt];
-
         sets[nb++] = set;
-        set = q->parent_set;
-        pt = q->parent_pt;
+        pt = p.pts[pt].parent;
+        set = dp_point_set(&p, pt);
     }
     /* sets[nb-1] is L1, sets[0] is V. Blocks, kept nodes and the bound. */
     c->n_blocks = nb;
