@@ -479,6 +479,33 @@ out:
     return ok;
 }
 
+/* A zoo network's training graph, its DAG and approximate family (a fixture: the
+ * program stops when they cannot be built); zoo_family_fini frees them. */
+struct zoo_family {
+    remat_graph *g;
+    remat_tgraph *tg;
+    struct dag d;
+    struct lsets ls;
+};
+
+static inline void zoo_family_build(struct zoo_family *z, const char *net,
+                                    const remat_zoo_opts *zo)
+{
+    memset(z, 0, sizeof *z);
+    REMAT_ASSERT_TEST(remat_zoo_build(net, zo, NULL, &z->g) == REMAT_OK);
+    REMAT_ASSERT_TEST(remat_tgraph_from_graph(z->g, NULL, &z->tg) == REMAT_OK && z->tg);
+    REMAT_ASSERT_TEST(dag_build(z->tg, &z->d) == REMAT_OK);
+    REMAT_ASSERT_TEST(lsets_build(&z->d, LS_APPROX, NULL, 0, &z->ls) == REMAT_OK);
+}
+
+static inline void zoo_family_fini(struct zoo_family *z)
+{
+    lsets_fini(&z->ls);
+    dag_fini(&z->d);
+    remat_tgraph_free(z->tg);
+    remat_graph_free(z->g);
+}
+
 static inline double seconds(void)
 {
     struct timespec t;

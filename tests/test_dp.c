@@ -693,28 +693,20 @@ static void test_multiword(void)
 static void test_coarse_default(void)
 {
     remat_zoo_opts zo = {.batch = 1, .layers = 150};
-    remat_graph *g = NULL;
-    remat_tgraph *tg = NULL;
-    struct dag d;
-    struct lsets ls;
+    struct zoo_family z;
     struct chain c;
     struct dp_result lo, wide, flat;
     size_t mb = 0, B;
 
-    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, &g));
-    CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
-    if (!tg)
-        goto out;
-    REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
-    REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK);
-    chain_alloc(&c, d.n);
-    B = ls.m[ls.n - 1] / 2;
-    CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &mb));
-    CHECK_OK(kusumoto_plan(&d, &ls, false, mb, 0, NULL, &c, &lo));
+    zoo_family_build(&z, "gpt2", &zo);
+    chain_alloc(&c, z.d.n);
+    B = z.ls.m[z.ls.n - 1] / 2;
+    CHECK_OK(kusumoto_min_budget(&z.d, &z.ls, NULL, &mb));
+    CHECK_OK(kusumoto_plan(&z.d, &z.ls, false, mb, 0, NULL, &c, &lo));
     CHECK(lo.feasible && !lo.coarse, "least budget %zu: feasible %d, restricted %d", mb,
           lo.feasible, lo.coarse);
-    CHECK_OK(kusumoto_plan(&d, &ls, false, B, INT64_MAX, NULL, &c, &flat));
-    CHECK_OK(kusumoto_plan(&d, &ls, false, B, 0, NULL, &c, &wide));
+    CHECK_OK(kusumoto_plan(&z.d, &z.ls, false, B, INT64_MAX, NULL, &c, &flat));
+    CHECK_OK(kusumoto_plan(&z.d, &z.ls, false, B, 0, NULL, &c, &wide));
     CHECK(flat.feasible && !flat.coarse && wide.feasible && wide.coarse,
           "budget %zu: flat %d/%d, default %d/%d", B, flat.feasible, flat.coarse,
           wide.feasible, wide.coarse);
@@ -722,13 +714,9 @@ static void test_coarse_default(void)
           "budget %zu: bound %zu, overhead %.6f against the flat DP's %.6f", B, wide.bound,
           wide.overhead, flat.overhead);
     printf("  %d lower sets; least budget %zu (flat); at %zu restricted: overhead %.6f, "
-           "flat %.6f\n", ls.n, mb, B, wide.overhead, flat.overhead);
+           "flat %.6f\n", z.ls.n, mb, B, wide.overhead, flat.overhead);
     chain_free(&c);
-    lsets_fini(&ls);
-    dag_fini(&d);
-out:
-    remat_tgraph_free(tg);
-    remat_graph_free(g);
+    zoo_family_fini(&z);
 }
 
 int main(void)

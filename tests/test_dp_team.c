@@ -149,32 +149,17 @@ static void test_team_random(void)
 static void test_team_gpt2(void)
 {
     remat_zoo_opts zo = {.batch = 1, .layers = 24};
-    remat_graph *g = NULL;
-    remat_tgraph *tg = NULL;
     struct team_counts k = {0, 0, 0, 0};
-    struct dag d;
-    struct lsets ls;
+    struct zoo_family z;
     size_t lo = 0, all;
 
-    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, &g));
-    CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
-    if (!tg)
-        goto out;
-    REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
-    REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK);
-    CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &lo));
-    all = ls.m[ls.n - 1];
-    for (int f = 0; f < 2; f++) {
-        size_t budget = lo + (all - lo) / (f ? 3 : 10);
-
-        same_states(&d, &ls, budget, 0, "gpt2-24", f, &k);
-    }
+    zoo_family_build(&z, "gpt2", &zo);
+    CHECK_OK(kusumoto_min_budget(&z.d, &z.ls, NULL, &lo));
+    all = z.ls.m[z.ls.n - 1];
+    for (int f = 0; f < 2; f++)
+        same_states(&z.d, &z.ls, lo + (all - lo) / (f ? 3 : 10), 0, "gpt2-24", f, &k);
     report("GPT-2, 24 layers", &k);
-    lsets_fini(&ls);
-    dag_fini(&d);
-out:
-    remat_tgraph_free(tg);
-    remat_graph_free(g);
+    zoo_family_fini(&z);
 }
 
 int main(void)
