@@ -307,9 +307,10 @@ static bool close_set(struct dp *p, struct dp_acc *a, int32_t j)
  * the lower side's least m. So the states are one core's. t_mid is the weighted median
  * of the pairs' middle states, weighted by their frontiers' sizes. A set whose pairs read
  * fewer than SPLIT_MIN states runs on the caller's core alone: handing a set over costs
- * a few microseconds. The helper only reads kept pairs (working a pair out with the
- * simulator's model writes its scratch), and the team is only for the C library's
- * allocator, as core_par_run.
+ * a few microseconds. Only runs over kept pairs share sets: the search's Lagrangian
+ * runs, the large ones (working a pair out with the simulator's model writes its
+ * scratch, and working them out twice would cost more than the run); and the team is
+ * only for the C library's allocator, as core_par_run.
  */
 #define SPLIT_MIN 4096
 
@@ -325,9 +326,15 @@ struct dp_split {
     struct point *out[2];  /* each side's frontier, at most n_t + 1 points */
     size_t n_out[2];
     struct t_weight *tw;   /* the pairs' middle states */
+    double rate;           /* seconds per unit of estimated work (note_cost); 0: none */
     size_t cap_tw;
     int32_t j;
 };
+
+static int64_t split_min(void)
+{
+    return split_min_set > 0 ? split_min_set : SPLIT_MIN;
+}
 
 static int tw_cmp(const void *x, const void *y)
 {
@@ -346,6 +353,33 @@ static void split_part(void *ctx, int k)
     for (pairs_begin(s->p, s->j, true, &it); pairs_next(s->p, &it, &i, &dt, &dm, &c);)
         relax(s->p, &s->part[k], i, s->j, dt, dm, c);
     close_range(s->p, &s->part[k], s->out[k], &s->n_out[k]); /* writes out: cannot fail */
+}
+
+/*
+ * Whether a set is worth sharing, before split_at reads its pairs once more to find
+ * t_mid: its estimated work est (the kept pairs into it times the states a set holds so
+ * far) at the seconds per unit the run's sets have taken (note_cost) must pass
+ * SHARE_SECONDS. The work alone did not tell: ResNet-1001's halfway run, whose frontiers
+ * the Lagrangian test mostly skips, was a third slower with every set past SPLIT_MIN
+ * shared, while GPT-2-1000's at a tenth of the way lost its gain with four times
+ * SPLIT_MIN. With kusumoto_set_split, the work alone decides (tests).
+ */
+#define SHARE_SECONDS 1e-4
+
+static bool worth_sharing(const struct dp_split *s, int64_t est)
+{
+    if (split_min_set > 0 || est < SPLIT_MIN)
+        return est >= split_min();
+    return s->rate == 0 || (double)est * s->rate >= SHARE_SECONDS;
+}
+
+/* A set of estimated work est took secs (shared: about 1.5 times as long on one core,
+ * as measured here): the run's seconds per unit, an average over the last few sets. */
+static void note_cost(struct dp_split *s, int64_t est, double secs, bool shared)
+{
+    double r = secs * (shared ? 1.5 : 1) / (double)est;
+
+    s->rate = s->rate == 0 ? r : s->rate + (r - s->rate) / 8;
 }
 
 /* *t_mid: where set j's candidates are cut in two of about equal work; 0 when the set
@@ -374,7 +408,7 @@ static bool split_at(struct dp_split *s, int32_t j, int32_t *t_mid)
                                        p->fr_n[i]};
         work += p->fr_n[i];
     }
-    if (work < (split_min_set > 0 ? split_min_set : SPLIT_MIN))
+    if (work < split_min())
         return true;
     if (!s->tried) {
         size_t nt = (size_t)p->n_t + 1;
@@ -442,7 +476,7 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
 
     *a = (struct dp_acc){mode, lb, ub, NULL, NULL, {0}, false, 0, 0, 0, INT32_MAX};
     p->n_split = 0;
-    sp.tried = mode != DP_FRONTIER || (!p->pc.p && p->ls->sim) || split_min_set < 0 ||
+    sp.tried = mode != DP_FRONTIER || !p->pc.p || split_min_set < 0 ||
                core_par_threads_with(p->al) < 2;
     p->n_pts = 0;
     p->capped = false;
@@ -461,6 +495,8 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
         struct pair_it it;
         int32_t i, dt, t_mid = 0;
         size_t dm, c;
+        int64_t est = 0;
+        double t0 = 0;
 
         report(p, j, n);
         a->one = (struct point){SIZE_MAX, INT32_MAX, -1};
@@ -468,7 +504,9 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
         a->t_lo = INT32_MAX;
         a->t_hi = -1;
         if (!sp.tried || sp.team) {
-            if (!split_at(&sp, j, &t_mid))
+            est = (int64_t)(p->pc.end[j] - p->pc.at[j]) * (int64_t)(p->n_pts / (size_t)j);
+            t0 = core_seconds();
+            if (worth_sharing(&sp, est) && !split_at(&sp, j, &t_mid))
                 goto nomem;
             if (t_mid > 0 && !split_set(&sp, j, t_mid))
                 goto nomem;
@@ -487,6 +525,8 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
                     relax_one(p, mode, &a->one, i, j, dt, dm, c);
         if (t_mid == 0 && !close_set(p, a, j))
             goto nomem;
+        if (est > 0)
+            note_cost(&sp, est, core_seconds() - t0, t_mid > 0);
         if (p->max_pts && p->n_pts > p->max_pts) {
             p->capped = true; /* the caller tries otherwise */
             p->fr_n[n - 1] = 0;
