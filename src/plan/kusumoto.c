@@ -149,6 +149,17 @@ relax_run(const struct dp *p, struct dp_acc *a, int32_t dt, size_t dm, const str
     }
 }
 
+/* relax_run with clamp a constant in each call, so that the loop without it has no test */
+static inline __attribute__((always_inline)) void
+relax_range(const struct dp *p, struct dp_acc *a, int32_t dt, size_t dm, const struct point *fp,
+            int32_t k0, int32_t k1, bool lag, int64_t lag_lim, bool clamp)
+{
+    if (clamp)
+        relax_run(p, a, dt, dm, fp, k0, k1, lag, lag_lim, true);
+    else
+        relax_run(p, a, dt, dm, fp, k0, k1, lag, lag_lim, false);
+}
+
 /* The first of fp[lo .. hi) (t ascending) whose t is past t_max; hi when none. */
 static int32_t first_past(const struct point *fp, int32_t lo, int32_t hi, int64_t t_max)
 {
@@ -175,9 +186,7 @@ static inline void relax(const struct dp *p, struct dp_acc *a, int32_t i, int32_
     size_t base = (size_t)p->fr_at[i];
     int32_t first, cnt = p->fr_n[i];
     bool lag = p->lag && j < p->ls->n - 1, clamp = true;
-    int64_t lim = 0;
-
-    int64_t t_max = INT64_MAX; /* t' = t + dt at most this */
+    int64_t lim = 0, t_max = INT64_MAX; /* t' = t + dt at most t_max */
 
     if ((first = first_feasible(p, fp, cnt, j, c, dm)) < 0)
         return;
@@ -195,10 +204,7 @@ static inline void relax(const struct dp *p, struct dp_acc *a, int32_t i, int32_
     if (a->win_lo > 0)
         first = first_past(fp, first, cnt, (int64_t)a->win_lo - 1 - dt);
     if (!lag) {
-        if (clamp)
-            relax_run(p, a, dt, dm, fp, first, cnt, false, 0, true);
-        else
-            relax_run(p, a, dt, dm, fp, first, cnt, false, 0, false);
+        relax_range(p, a, dt, dm, fp, first, cnt, false, 0, clamp);
         return;
     }
     if (p->lag[j] == INT64_MAX)
@@ -214,12 +220,8 @@ static inline void relax(const struct dp *p, struct dp_acc *a, int32_t i, int32_
             k = (int32_t)((g | 63) + 1 - base);
             continue;
         }
-        if (p->kmin[0][g >> 3] <= lim) {
-            if (clamp)
-                relax_run(p, a, dt, dm, fp, k, end8 < cnt ? end8 : cnt, true, lim, true);
-            else
-                relax_run(p, a, dt, dm, fp, k, end8 < cnt ? end8 : cnt, true, lim, false);
-        }
+        if (p->kmin[0][g >> 3] <= lim)
+            relax_range(p, a, dt, dm, fp, k, end8 < cnt ? end8 : cnt, true, lim, clamp);
         k = end8;
     }
 }
@@ -326,8 +328,8 @@ struct dp_split {
     struct point *out[2];  /* each side's frontier, at most n_t + 1 points */
     size_t n_out[2];
     struct t_weight *tw;   /* the pairs' middle states */
-    double rate;           /* seconds per unit of estimated work (note_cost); 0: none */
     size_t cap_tw;
+    double rate;           /* seconds per unit of estimated work (note_cost); 0: none */
     int32_t j;
 };
 
@@ -511,20 +513,20 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
             if (t_mid > 0 && !split_set(&sp, j, t_mid))
                 goto nomem;
         }
-        if (t_mid > 0)
-            ; /* split_set closed it */
-        else if (mode == DP_FRONTIER)
-            for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
-                relax(p, a, i, j, dt, dm, c);
-        else if (p->pc.p || p->co)
-            for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
-                relax_one(p, mode, &a->one, i, j, dt, dm, c);
-        else /* the same, without the iterator's cost (the bisection's first runs) */
-            for (i = first_start(p, j); i < j; i++)
-                if (p->fr_n[i] > 0 && pair_block(p, i, j, &dt, &dm, &c))
+        if (t_mid == 0) { /* else split_set made the set's states */
+            if (mode == DP_FRONTIER)
+                for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
+                    relax(p, a, i, j, dt, dm, c);
+            else if (p->pc.p || p->co)
+                for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
                     relax_one(p, mode, &a->one, i, j, dt, dm, c);
-        if (t_mid == 0 && !close_set(p, a, j))
-            goto nomem;
+            else /* the same, without the iterator's cost (the bisection's first runs) */
+                for (i = first_start(p, j); i < j; i++)
+                    if (p->fr_n[i] > 0 && pair_block(p, i, j, &dt, &dm, &c))
+                        relax_one(p, mode, &a->one, i, j, dt, dm, c);
+            if (!close_set(p, a, j))
+                goto nomem;
+        }
         if (est > 0)
             note_cost(&sp, est, core_seconds() - t0, t_mid > 0);
         if (p->max_pts && p->n_pts > p->max_pts) {
