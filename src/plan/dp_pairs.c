@@ -102,6 +102,59 @@ static struct lag_path lag_pass(const struct dp_pairs *pc, const struct lsets *l
     return r;
 }
 
+bool dp_guides_init(struct dp_guides *g, const remat_allocator *al, int32_t n_sets)
+{
+    size_t n = (size_t)DP_GUIDES_MAX * (size_t)n_sets;
+
+    memset(g, 0, sizeof *g);
+    g->al = al;
+    g->n_sets = n_sets;
+    g->sdt = core_alloc(al, n * sizeof *g->sdt);
+    g->need = core_alloc(al, n * sizeof *g->need);
+    if (!g->sdt || !g->need) {
+        dp_guides_fini(g);
+        return false;
+    }
+    return true;
+}
+
+void dp_guides_fini(struct dp_guides *g)
+{
+    size_t n = (size_t)DP_GUIDES_MAX * (size_t)g->n_sets;
+
+    core_free(g->al, g->sdt, n * sizeof *g->sdt);
+    core_free(g->al, g->need, n * sizeof *g->need);
+    memset(g, 0, sizeof *g);
+}
+
+/* The least paths of the last pass (nx) as a guide: the sets from the last down, each
+ * after the set its path goes on to. */
+static void guide_add(struct dp_guides *g, const struct lsets *ls, const struct lag_next *nx)
+{
+    int32_t last = ls->n - 1;
+    int32_t *sdt;
+    size_t *need;
+
+    if (!g || !g->sdt || g->n == DP_GUIDES_MAX)
+        return;
+    sdt = g->sdt + (size_t)g->n * (size_t)g->n_sets;
+    need = g->need + (size_t)g->n * (size_t)g->n_sets;
+    g->n++;
+    sdt[last] = 0;
+    need[last] = 0;
+    for (int32_t i = last; i-- > 0;) {
+        int32_t to = nx->to[i];
+
+        sdt[i] = INT32_MAX;
+        need[i] = SIZE_MAX;
+        if (to < 0 || sdt[to] == INT32_MAX || (int64_t)sdt[to] + nx->dt[i] >= INT32_MAX)
+            continue;
+        sdt[i] = sdt[to] + nx->dt[i];
+        need[i] = to == last ? nx->c[i]
+                  : nx->dm[i] + need[to] > nx->c[i] ? nx->dm[i] + need[to] : nx->c[i];
+    }
+}
+
 static bool lag_alloc(const remat_allocator *al, struct lag_next *nx, int64_t **hh, size_t n)
 {
     nx->to = core_calloc(al, n, sizeof *nx->to);
@@ -123,7 +176,7 @@ static void lag_release(const remat_allocator *al, struct lag_next *nx, int64_t 
 
 bool dp_lagrange(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
                  size_t window, const int64_t *room, int32_t n_t, int64_t *h, int64_t *d,
-                 int32_t *lb0, int32_t *ub)
+                 int32_t *lb0, int32_t *ub, struct dp_guides *g)
 {
     size_t n = (size_t)ls->n;
     struct lag_next nx;
@@ -147,6 +200,7 @@ bool dp_lagrange(const struct dp_pairs *pc, const struct lsets *ls, size_t budge
         r = lag_pass(pc, ls, budget, window, room, D, hh, &nx);
         if (r.fits && r.t < *ub)
             *ub = (int32_t)r.t;
+        guide_add(g, ls, &nx);
         if (hh[0] == INT64_MAX)
             break; /* no chain (room[0] >= 0 says there is one: not met) */
         num = hh[0] - (int64_t)budget;
@@ -163,6 +217,28 @@ bool dp_lagrange(const struct dp_pairs *pc, const struct lsets *ls, size_t budge
     }
     *lb0 = best > INT32_MAX ? INT32_MAX : (int32_t)(best < 0 ? 0 : best);
 out:
+    lag_release(pc->al, &nx, hh, n);
+    return ok;
+}
+
+bool dp_lagrange_at(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
+                    size_t window, const int64_t *room, int32_t n_t, int64_t *d, int64_t *h,
+                    int32_t *ub, struct dp_guides *g)
+{
+    size_t n = (size_t)ls->n;
+    struct lag_next nx;
+    int64_t *hh = NULL;
+    bool ok = lag_alloc(pc->al, &nx, &hh, n);
+
+    if (*d > LAG_MAX / (n_t > 0 ? n_t : 1) - 1)
+        *d = LAG_MAX / (n_t > 0 ? n_t : 1) - 1;
+    if (ok) {
+        struct lag_path r = lag_pass(pc, ls, budget, window, room, *d, h, &nx);
+
+        if (r.fits && r.t < *ub)
+            *ub = (int32_t)r.t;
+        guide_add(g, ls, &nx);
+    }
     lag_release(pc->al, &nx, hh, n);
     return ok;
 }

@@ -18,7 +18,9 @@
  *   D t_V >= D t + m + H_D(L) - B,
  * H_D(L) the least, over the chains from L to V, of D Σ dt + Σ dm (all blocks but the
  * last) + c (the last). States with D t + m + H_D(L) > D ub + B cannot end within ub.
- * D is chosen to make the bound at ∅ largest (the dual of the budget constraint).
+ * D is chosen to make the bound at ∅ largest (the dual of the budget constraint). Any
+ * D > 0 gives a valid bound, and the DP tests a state against a second one as well
+ * (dp_least.c): the best D at ∅ is not the best for every state.
  */
 #ifndef REMAT_DP_PAIRS_H
 #define REMAT_DP_PAIRS_H
@@ -67,14 +69,40 @@ bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_set
                    bool with_c);
 void dp_pairs_fini(struct dp_pairs *pc);
 
+/* Chains from each set to V with which a run may finish its states (the Lagrangian
+ * passes' least paths, one guide per D tried): for guide g and set j, the overhead of
+ * the rest of its chain, sdt[g * n_sets + j] (INT32_MAX: none), and the most memory the
+ * rest needs above the state carried into it, need[g * n_sets + j]: the largest, over
+ * its blocks, of the growth before the block and the block's charge. A state (t, m) at
+ * L_j finishes within the budget B when m + need <= B, with overhead t + sdt. */
+#define DP_GUIDES_MAX 16
+
+struct dp_guides {
+    int n;
+    int32_t n_sets;
+    int32_t *sdt;
+    size_t *need;
+    const remat_allocator *al;
+};
+
+bool dp_guides_init(struct dp_guides *g, const remat_allocator *al, int32_t n_sets);
+void dp_guides_fini(struct dp_guides *g);
+
 /* The Lagrangian bound of a run at budget B (window: the largest M(L_j) - M(L_i) of a
  * usable block; room as kusumoto.c's dp_bounds, -1 where V cannot be reached): the D of
  * the largest bound at ∅ found by bisection on log D, its H_D into h (n_sets entries;
  * INT64_MAX where no chain goes on), *d (0: no bound, the sizes are past what int64
  * holds) and *lb0 the bound at ∅ rounded up. *ub is lowered to the overhead of every
- * chain met that fits B. False only when out of memory. */
+ * chain met that fits B; each D's least paths are added to g (when not NULL, up to
+ * DP_GUIDES_MAX). False only when out of memory. */
 bool dp_lagrange(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
                  size_t window, const int64_t *room, int32_t n_t, int64_t *h, int64_t *d,
-                 int32_t *lb0, int32_t *ub);
+                 int32_t *lb0, int32_t *ub, struct dp_guides *g);
+/* H_D into h for *d > 0 (lowered to the largest D that dp_lagrange tries for n_t, so
+ * that D t + bytes stays within int64), lowering *ub as dp_lagrange does. False only
+ * when out of memory. */
+bool dp_lagrange_at(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
+                    size_t window, const int64_t *room, int32_t n_t, int64_t *d, int64_t *h,
+                    int32_t *ub, struct dp_guides *g);
 
 #endif

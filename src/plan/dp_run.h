@@ -39,6 +39,14 @@ struct dp {
     const struct dp_coarse *co;  /* NULL, or the pairs restricted from coarse to fine */
     const int64_t *lag;          /* per set (may be NULL): H_D (dp_lagrange.c) */
     int64_t lag_d;               /* its D, bytes per unit of overhead */
+    const int64_t *lag2;         /* with lag: H at a second D, lag_d2, which every state
+                                    passes too (dp_least.c) */
+    int64_t lag_d2;
+    struct dp_guides gd;         /* with lag: chains to finish states with (gd.n of them) */
+    int32_t run_ub;              /* the last run's bound as given */
+    int32_t ub_found;            /* a frontier run's least overhead of a state finished
+                                    by a guide (INT32_MAX: none); the run's bound drops
+                                    to it */
     size_t max_pts;              /* a run stops (capped) past this many states; 0: none */
     bool capped;
     size_t n_split;              /* the last run's sets shared with a helper thread */
@@ -76,7 +84,8 @@ bool dp_keep_pairs(struct dp *p);
  * at that budget finds a chain too, since every block of this one still fits. */
 size_t dp_chain_need(const struct dp *p);
 /* Time-centric, after the memory-centric run (p's states): the run whose states at V
- * hold the least overhead (dp_least.c). *lb, *room and *lag are the caller's to free. */
+ * hold the least overhead (dp_least.c). *lb, *room (n sets each) and *lag (2 n: H at
+ * p->lag_d, then at p->lag_d2) are the caller's to free. */
 remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag);
 
 /* The set whose frontier holds pts[idx], after a run that reached V (every set's fr_at

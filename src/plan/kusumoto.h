@@ -67,6 +67,14 @@ void kusumoto_set_trial(size_t max_pts);
  * Lagrangian bound, in the DP's overhead units; 0 restores the default (dp_least.c).
  * The chain is the same either way. */
 void kusumoto_set_first_step(int64_t units);
+/* Tests only (not thread-safe): whether the time-centric search bounds the states by a
+ * second Lagrangian multiplier too (default on; dp_least.c). The chain is the same
+ * either way. */
+void kusumoto_set_second_bound(bool on);
+/* Tests only (not thread-safe): whether the time-centric search's runs lower their bound
+ * by finishing their states along the Lagrangian passes' chains (default on;
+ * kusumoto.c). The chain is the same either way. */
+void kusumoto_set_guides(bool on);
 /* Tests and benchmarks only (not thread-safe): the least work (states read) of a set
  * that a frontier run shares with a helper thread (kusumoto.c, core_team); 0 restores
  * the default, -1 keeps every run on one core. The states are the same either way. */
