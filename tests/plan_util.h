@@ -506,6 +506,42 @@ static inline void zoo_family_fini(struct zoo_family *z)
     remat_graph_free(z->g);
 }
 
+/* A check of the time-centric search on one family at one budget. */
+typedef void (*family_budget_fn)(const struct dag *d, const struct lsets *ls, size_t budget,
+                                 const char *what, int gi, void *ctx);
+
+/*
+ * fn on both families of g's DAG d (the exact one only with at most exact_max lower
+ * sets), at the budgets lo + (M - lo) / div[b] for the n_div divisors given (0: lo
+ * itself), lo the least budget and M twice the nodes' bytes, each with the search's
+ * first try capped at one state (kusumoto_set_trial(1): its Lagrangian runs) and not.
+ */
+static inline void each_family_budget(const struct hg *g, const struct dag *d, int gi,
+                                      int32_t exact_max, const int *div, int n_div,
+                                      family_budget_fn fn, void *ctx)
+{
+    for (int fi = 0; fi < 2; fi++) {
+        struct lsets ls;
+        size_t lo = 0, all = 0;
+        const char *what = fi ? "approx" : "exact";
+
+        if (lsets_build(d, fi ? LS_APPROX : LS_EXACT, NULL, exact_max, &ls))
+            continue; /* too many lower sets for the exact family */
+        for (int32_t v = 0; v < g->n; v++)
+            all += 2 * g->m[v];
+        CHECK_OK(kusumoto_min_budget(d, &ls, NULL, &lo));
+        for (int b = 0; b < n_div; b++)
+            for (int cap = 0; cap < 2; cap++) {
+                size_t budget = lo + (div[b] > 0 && all > lo ? (all - lo) / (size_t)div[b] : 0);
+
+                kusumoto_set_trial(cap ? 1 : 0);
+                fn(d, &ls, budget, what, gi, ctx);
+                kusumoto_set_trial(0);
+            }
+        lsets_fini(&ls);
+    }
+}
+
 static inline double seconds(void)
 {
     struct timespec t;

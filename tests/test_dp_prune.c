@@ -136,30 +136,18 @@ static void check_budget(const struct dag *d, const struct lsets *ls, size_t bud
     }
 }
 
-/* Both families of d at three budgets, the first try capped or not. */
+static void check_one(const struct dag *d, const struct lsets *ls, size_t budget,
+                      const char *what, int gi, void *ctx)
+{
+    check_budget(d, ls, budget, what, gi, ctx);
+}
+
+/* Both families of d at the least budget and a tenth and a third of the way to M(V). */
 static void check_graph(const struct hg *g, const struct dag *d, int gi, struct prune_counts *k)
 {
-    for (int fi = 0; fi < 2; fi++) {
-        struct lsets ls;
-        size_t lo = 0, all = 0, budgets[3];
-        const char *what = fi ? "approx" : "exact";
+    static const int div[] = {0, 10, 3};
 
-        if (lsets_build(d, fi ? LS_APPROX : LS_EXACT, NULL, EXACT_MAX, &ls))
-            continue; /* too many lower sets for the exact family */
-        for (int32_t v = 0; v < g->n; v++)
-            all += 2 * g->m[v];
-        CHECK_OK(kusumoto_min_budget(d, &ls, NULL, &lo));
-        budgets[0] = lo;
-        budgets[1] = lo + (all > lo ? (all - lo) / 10 : 0);
-        budgets[2] = lo + (all > lo ? (all - lo) / 3 : 0);
-        for (int b = 0; b < 3; b++)
-            for (int cap = 0; cap < 2; cap++) {
-                kusumoto_set_trial(cap ? 1 : 0);
-                check_budget(d, &ls, budgets[b], what, gi, k);
-                kusumoto_set_trial(0);
-            }
-        lsets_fini(&ls);
-    }
+    each_family_budget(g, d, gi, EXACT_MAX, div, 3, check_one, k);
 }
 
 static void report(const char *what, const struct prune_counts *k)
