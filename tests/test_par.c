@@ -13,6 +13,10 @@
  *   helper has gone to sleep; after each round both parts' writes are there and each
  *   part ran once. No team starts inside core_par_run's jobs (two at once would take
  *   the cores their jobs share), nor with one core.
+ * - A job's failure handed over (core_job_err): jobs on other threads that fail with
+ *   their own messages, and some that do not; on the caller's thread each failure is
+ *   raised again with its status and its job's message, word for word, and a cleared
+ *   or successful one raises nothing.
  * - The DP's least budget (kusumoto_min_budget) runs two budgets a round on two cores
  *   (thirds) and one on one core (halves): on the same two graphs, and on ResNet-2498,
  *   both find the same budget (the allocator of the caller's makes it serial), at which
@@ -23,6 +27,8 @@
 #include "plan/kusumoto.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -106,6 +112,46 @@ static void team_in_job(void *ctx, int i)
     core_team **t = ctx;
 
     t[i] = core_team_start();
+}
+
+struct failing {
+    struct core_job_err err[16];
+};
+
+static void failing_job(void *ctx, int i)
+{
+    struct failing *f = ctx;
+
+    core_job_err_note(&f->err[i], i % 3 ? REMAT_OK
+                                        : REMAT_FAIL(i % 2 ? REMAT_ERR_INFEASIBLE
+                                                           : REMAT_ERR_NOMEM,
+                                                     "job %d failed on its thread", i));
+}
+
+static void test_job_err(void)
+{
+    struct failing f;
+    char want[64];
+
+    memset(&f, 0, sizeof f);
+    core_par_run((int)LEN(f.err), 2, failing_job, &f);
+    for (int i = 0; i < (int)LEN(f.err); i++) {
+        remat_status st;
+
+        core_clear_error();
+        if (i == 15) { /* cleared: nothing left to raise */
+            core_job_err_clear(&f.err[i]);
+            CHECK(core_job_err_raise(&f.err[i]) == REMAT_OK, "job %d raised after clear", i);
+            continue;
+        }
+        st = core_job_err_raise(&f.err[i]);
+        snprintf(want, sizeof want, "job %d failed on its thread", i);
+        CHECK(st == (i % 3 ? REMAT_OK : i % 2 ? REMAT_ERR_INFEASIBLE : REMAT_ERR_NOMEM),
+              "job %d: status %d", i, (int)st);
+        CHECK(!st || !strcmp(remat_errmsg(), want), "job %d: message '%s', want '%s'", i,
+              remat_errmsg(), want);
+        CHECK(!f.err[i].msg && f.err[i].st == REMAT_OK, "job %d: not cleared", i);
+    }
 }
 
 static void test_team(void)
@@ -261,6 +307,7 @@ static void test_min_budget_threads(void)
 int main(void)
 {
     RUN(test_par_run);
+    RUN(test_job_err);
     RUN(test_team);
     RUN(test_hybrid_threads);
     RUN(test_min_budget_threads);

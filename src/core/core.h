@@ -94,6 +94,19 @@ double core_seconds(void);
  * (par.c); returns when all have run. fn must touch only what job i owns: the allocator
  * is shared, so callers pass threads > 1 only with the C library's (thread-safe) one. */
 void core_par_run(int n, int threads, void (*fn)(void *ctx, int i), void *ctx);
+/* A job's failure handed to the thread that reads its results: the status and a copy of
+ * the job thread's message (remat_errmsg is per thread). Zeroed: none. */
+struct core_job_err {
+    remat_status st;
+    char *msg;
+};
+/* In the job: notes st in e, with this thread's message when st fails; returns st. */
+remat_status core_job_err_note(struct core_job_err *e, remat_status st);
+/* On the reading thread: e's failure raised again with its message (REMAT_OK when none);
+ * e is cleared. */
+remat_status core_job_err_raise(struct core_job_err *e);
+/* e cleared without raising it. */
+void core_job_err_clear(struct core_job_err *e);
 /* A caller and one helper thread for many short rounds of two parts (par.c): started
  * only with at least two cores and outside core_par_run's jobs (NULL otherwise: the
  * caller runs alone). core_team_run runs fn(ctx, 1) on the helper and fn(ctx, 0) on the

@@ -50,6 +50,30 @@ int core_par_threads(void)
     return c < 1 ? 1 : c > PAR_MAX_THREADS ? PAR_MAX_THREADS : (int)c;
 }
 
+remat_status core_job_err_note(struct core_job_err *e, remat_status st)
+{
+    e->st = st;
+    e->msg = st ? core_strdup(NULL, remat_errmsg()) : NULL;
+    return st;
+}
+
+remat_status core_job_err_raise(struct core_job_err *e)
+{
+    remat_status st = e->st;
+
+    if (st)
+        st = REMAT_FAIL(st, "%s", e->msg ? e->msg : remat_status_name(st));
+    core_job_err_clear(e);
+    return st;
+}
+
+void core_job_err_clear(struct core_job_err *e)
+{
+    core_strfree(NULL, e->msg);
+    e->msg = NULL;
+    e->st = REMAT_OK;
+}
+
 void core_par_run(int n, int threads, void (*fn)(void *ctx, int i), void *ctx)
 {
     struct par p = {fn, ctx, n, 0};

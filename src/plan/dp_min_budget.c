@@ -38,8 +38,7 @@ struct probe {
     struct dp *p[2];
     size_t at[2];
     int n;
-    remat_status st[2];
-    char *msg[2];
+    struct core_job_err err[2];
     bool feasible[2];
     size_t need[2]; /* when feasible: what its chain needs (dp_chain_need) */
 };
@@ -50,12 +49,10 @@ static void probe_job(void *ctx, int k)
     struct dp *p = w->p[k];
 
     p->budget = w->at[k];
-    w->st[k] = dp_run(p, DP_MIN_M, NULL, 0);
-    w->feasible[k] = !w->st[k] && p->fr_n[p->ls->n - 1] > 0;
+    w->feasible[k] = !core_job_err_note(&w->err[k], dp_run(p, DP_MIN_M, NULL, 0)) &&
+                     p->fr_n[p->ls->n - 1] > 0;
     if (w->feasible[k])
         w->need[k] = dp_chain_need(p);
-    if (w->st[k])
-        w->msg[k] = core_strdup(NULL, remat_errmsg());
 }
 
 /* Runs w's probes; the first failure's status (its message raised on this thread). */
@@ -65,10 +62,9 @@ static remat_status probe_run(struct probe *w)
 
     core_par_run(w->n, w->n, probe_job, w);
     for (int k = 0; k < w->n; k++) {
-        if (w->st[k] && !st)
-            st = REMAT_FAIL(w->st[k], "%s", w->msg[k] ? w->msg[k] : remat_status_name(w->st[k]));
-        core_strfree(NULL, w->msg[k]);
-        w->msg[k] = NULL;
+        if (w->err[k].st && !st)
+            st = core_job_err_raise(&w->err[k]);
+        core_job_err_clear(&w->err[k]);
     }
     return st;
 }
@@ -129,7 +125,7 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
                                struct dp_pairs *pairs, bool may_thin)
 {
     struct dp p, q;
-    struct probe w = {{&p, &q}, {0, 0}, 0, {0, 0}, {NULL, NULL}, {false, false}, {0, 0}};
+    struct probe w = {.p = {&p, &q}};
     size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0, ub;
     /* a second core, where the allocator allows it and the pairs' model is not the
      * simulator's (dp_sim_pair writes its scratch) */

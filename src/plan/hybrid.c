@@ -201,8 +201,7 @@ struct sweep {
     size_t at[N_SWEEP];
     struct chain c[N_SWEEP];
     struct dp_result res[N_SWEEP];
-    remat_status st[N_SWEEP];
-    char *msg[N_SWEEP]; /* the failing job's message (its thread's buffer) */
+    struct core_job_err err[N_SWEEP];
 };
 
 /* The order the jobs start in: the middle budgets first, which cost most (their
@@ -215,9 +214,8 @@ static void sweep_job(void *ctx, int k)
     struct sweep *w = ctx;
     int j = sweep_order[k];
 
-    w->st[j] = kusumoto_plan(w->d, w->ls[j], false, w->at[j], 0, NULL, &w->c[j], &w->res[j]);
-    if (w->st[j])
-        w->msg[j] = core_strdup(NULL, remat_errmsg());
+    core_job_err_note(&w->err[j], kusumoto_plan(w->d, w->ls[j], false, w->at[j], 0, NULL,
+                                                &w->c[j], &w->res[j]));
 }
 
 static remat_status sweep(const remat_tgraph *tg, const struct dag *d, const struct lsets *ls,
@@ -247,8 +245,8 @@ static remat_status sweep(const remat_tgraph *tg, const struct dag *d, const str
     }
     core_par_run(N_SWEEP, core_par_threads_with(d->al), sweep_job, &w);
     for (int j = 0; j < N_SWEEP && !st; j++) {
-        if (w.st[j])
-            st = REMAT_FAIL(w.st[j], "%s", w.msg[j] ? w.msg[j] : remat_status_name(w.st[j]));
+        if (w.err[j].st)
+            st = core_job_err_raise(&w.err[j]);
         else if (w.res[j].feasible &&
                  (st = chain_lower(tg, d, &w.c[j], &s)) == REMAT_OK)
             st = add_base(tg, b, s);
@@ -257,7 +255,7 @@ out:
     for (int j = 0; j < N_SWEEP; j++) {
         core_free(d->al, w.c[j].block, sizeof *w.c[j].block * nb);
         core_free(d->al, w.c[j].kept, sizeof *w.c[j].kept * nb);
-        core_strfree(NULL, w.msg[j]);
+        core_job_err_clear(&w.err[j]);
     }
     return st;
 }
