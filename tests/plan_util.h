@@ -542,6 +542,49 @@ static inline void each_family_budget(const struct hg *g, const struct dag *d, i
     }
 }
 
+/* each_family_budget on 300 random DAGs of up to 12 nodes (every fourth with costs that
+ * are not whole numbers) with ctx_small, then on 12 of 65..184 nodes with ctx_narrow,
+ * from seed salt. */
+static inline void each_random_family_budget(uint64_t salt, int32_t exact_max, const int *div,
+                                             int n_div, family_budget_fn fn, void *ctx_small,
+                                             void *ctx_narrow)
+{
+    static struct hg g;
+
+    reseed(salt);
+    for (int gi = 0; gi < 300 + 12; gi++) {
+        struct dag d;
+
+        if (gi < 300)
+            random_small(&g, 12, gi % 4 != 3);
+        else
+            random_narrow(&g);
+        to_dag(&g, &d);
+        each_family_budget(&g, &d, gi < 300 ? gi : gi - 300, exact_max, div, n_div, fn,
+                           gi < 300 ? ctx_small : ctx_narrow);
+        dag_fini(&d);
+    }
+}
+
+/* fn on GPT-2 of 24 layers (batch 1) on its approximate family, a tenth and a third of
+ * the way from the least budget to M(V), with the search's first try capped at one state
+ * (to its Lagrangian runs); what is "gpt2-24" and gi the fraction's index. */
+static inline void each_gpt2_budget(family_budget_fn fn, void *ctx)
+{
+    remat_zoo_opts zo = {.batch = 1, .layers = 24};
+    struct zoo_family z;
+    size_t lo = 0, all;
+
+    zoo_family_build(&z, "gpt2", &zo);
+    CHECK_OK(kusumoto_min_budget(&z.d, &z.ls, NULL, &lo));
+    all = z.ls.m[z.ls.n - 1];
+    kusumoto_set_trial(1);
+    for (int f = 0; f < 2; f++)
+        fn(&z.d, &z.ls, lo + (all - lo) / (f ? 3 : 10), "gpt2-24", f, ctx);
+    kusumoto_set_trial(0);
+    zoo_family_fini(&z);
+}
+
 static inline double seconds(void)
 {
     struct timespec t;

@@ -142,14 +142,6 @@ static void check_one(const struct dag *d, const struct lsets *ls, size_t budget
     check_budget(d, ls, budget, what, gi, ctx);
 }
 
-/* Both families of d at the least budget and a tenth and a third of the way to M(V). */
-static void check_graph(const struct hg *g, const struct dag *d, int gi, struct prune_counts *k)
-{
-    static const int div[] = {0, 10, 3};
-
-    each_family_budget(g, d, gi, EXACT_MAX, div, 3, check_one, k);
-}
-
 static void report(const char *what, const struct prune_counts *k)
 {
     printf("  %s: %d searches (%d infeasible), %zu states in the last runs without the "
@@ -160,31 +152,17 @@ static void report(const char *what, const struct prune_counts *k)
     CHECK(k->guided > 0, "%s: no guide finished a state", what);
 }
 
+/* Both families of each graph at the least budget and a tenth and a third of the way
+ * to M(V). */
 static void test_prune_random(void)
 {
-    static struct hg g;
+    static const int div[] = {0, 10, 3};
     struct prune_counts small = {0}, narrow = {0};
 
-    reseed(11);
-    for (int gi = 0; gi < 300; gi++) {
-        struct dag d;
-
-        random_small(&g, 12, gi % 4 != 3);
-        to_dag(&g, &d);
-        check_graph(&g, &d, gi, &small);
-        dag_fini(&d);
-    }
+    each_random_family_budget(11, EXACT_MAX, div, 3, check_one, &small, &narrow);
     printf("  up to 12 nodes: %d searches (%d infeasible), %zu states in the last runs "
            "without the prunings, %zu with\n", small.runs, small.infeasible, small.states[0],
            small.states[1]);
-    for (int gi = 0; gi < 12; gi++) {
-        struct dag d;
-
-        random_narrow(&g);
-        to_dag(&g, &d);
-        check_graph(&g, &d, gi, &narrow);
-        dag_fini(&d);
-    }
     report("65..184 nodes", &narrow);
 }
 
@@ -192,20 +170,10 @@ static void test_prune_random(void)
  * least budget to M(V), through the Lagrangian runs (the first try capped). */
 static void test_prune_gpt2(void)
 {
-    remat_zoo_opts zo = {.batch = 1, .layers = 24};
     struct prune_counts k = {0};
-    struct zoo_family z;
-    size_t lo = 0, all;
 
-    zoo_family_build(&z, "gpt2", &zo);
-    CHECK_OK(kusumoto_min_budget(&z.d, &z.ls, NULL, &lo));
-    all = z.ls.m[z.ls.n - 1];
-    kusumoto_set_trial(1);
-    for (int f = 0; f < 2; f++)
-        check_budget(&z.d, &z.ls, lo + (all - lo) / (f ? 3 : 10), "gpt2-24", f, &k);
-    kusumoto_set_trial(0);
+    each_gpt2_budget(check_one, &k);
     report("GPT-2, 24 layers", &k);
-    zoo_family_fini(&z);
 }
 
 int main(void)

@@ -91,12 +91,10 @@ static void check_one(const struct dag *d, const struct lsets *ls, size_t budget
     same_states(d, ls, budget, 1, what, gi, ctx);
 }
 
-/* Both families of d at the least budget, a third of the way to M(V) and M(V). */
-static void check_graph(const struct hg *g, const struct dag *d, int gi, struct team_counts *k)
+static void check_gpt2_one(const struct dag *d, const struct lsets *ls, size_t budget,
+                           const char *what, int gi, void *ctx)
 {
-    static const int div[] = {0, 3, 1};
-
-    each_family_budget(g, d, gi, EXACT_MAX, div, 3, check_one, k);
+    same_states(d, ls, budget, 1024, what, gi, ctx);
 }
 
 static void report(const char *what, const struct team_counts *k)
@@ -107,28 +105,13 @@ static void report(const char *what, const struct team_counts *k)
     CHECK(core_par_threads() < 2 || k->split > 0, "%s: no set was shared", what);
 }
 
+/* Both families of each graph at the least budget, a third of the way to M(V) and M(V). */
 static void test_team_random(void)
 {
-    static struct hg g;
+    static const int div[] = {0, 3, 1};
     struct team_counts small = {0, 0, 0, 0}, narrow = {0, 0, 0, 0};
 
-    reseed(7);
-    for (int gi = 0; gi < 300; gi++) {
-        struct dag d;
-
-        random_small(&g, 12, gi % 4 != 3);
-        to_dag(&g, &d);
-        check_graph(&g, &d, gi, &small);
-        dag_fini(&d);
-    }
-    for (int gi = 0; gi < 12; gi++) {
-        struct dag d;
-
-        random_narrow(&g);
-        to_dag(&g, &d);
-        check_graph(&g, &d, gi, &narrow);
-        dag_fini(&d);
-    }
+    each_random_family_budget(7, EXACT_MAX, div, 3, check_one, &small, &narrow);
     report("up to 12 nodes", &small);
     report("65..184 nodes", &narrow);
 }
@@ -138,20 +121,10 @@ static void test_team_random(void)
  * (by default 4,096 and the sets' measured cost, which a test cannot repeat). */
 static void test_team_gpt2(void)
 {
-    remat_zoo_opts zo = {.batch = 1, .layers = 24};
     struct team_counts k = {0, 0, 0, 0};
-    struct zoo_family z;
-    size_t lo = 0, all;
 
-    zoo_family_build(&z, "gpt2", &zo);
-    CHECK_OK(kusumoto_min_budget(&z.d, &z.ls, NULL, &lo));
-    all = z.ls.m[z.ls.n - 1];
-    kusumoto_set_trial(1); /* to the Lagrangian runs, which read kept pairs */
-    for (int f = 0; f < 2; f++)
-        same_states(&z.d, &z.ls, lo + (all - lo) / (f ? 3 : 10), 1024, "gpt2-24", f, &k);
-    kusumoto_set_trial(0);
+    each_gpt2_budget(check_gpt2_one, &k); /* the Lagrangian runs, which read kept pairs */
     report("GPT-2, 24 layers", &k);
-    zoo_family_fini(&z);
 }
 
 int main(void)
