@@ -4,11 +4,12 @@
  * can still reach it.
  *
  * Upper bounds: feasible chains (the memory-centric one, the greedy least-(t, m) one,
- * the Lagrangian bound's least paths that fit). Lower bounds per state: lb (dp_bounds),
- * then, when the first tries at lb alone grow past a few states a set, the Lagrangian
- * bound over the kept pairs (dp_pairs.h). Every run's bound is an integer overhead at
- * or above the optimum's or the run finds nothing; the chain found is the same at any
- * bound at or above the optimum.
+ * the Lagrangian bound's least paths that fit, and the chains a run finishes along those
+ * paths, its guides: kusumoto.c, which lowers the run's own bound with them). Lower
+ * bounds per state: lb (dp_bounds), then, when the first tries at lb alone grow past a
+ * few states a set, the Lagrangian bound over the kept pairs (dp_pairs.h) at two
+ * multipliers. Every run's bound is an integer overhead at or above the optimum's or the
+ * run finds nothing; the chain found is the same at any bound at or above the optimum.
  */
 #include "plan/dp_run.h"
 

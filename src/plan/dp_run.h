@@ -37,7 +37,7 @@ struct dp {
                                     which V can still be reached; -1 none (dp_bounds) */
     struct dp_pairs pc;          /* the usable pairs, kept (pc.p NULL: none kept) */
     const struct dp_coarse *co;  /* NULL, or the pairs restricted from coarse to fine */
-    const int64_t *lag;          /* per set (may be NULL): H_D (dp_lagrange.c) */
+    const int64_t *lag;          /* per set (may be NULL): H_D (dp_pairs.h) */
     int64_t lag_d;               /* its D, bytes per unit of overhead */
     const int64_t *lag2;         /* with lag: H at a second D, lag_d2, which every state
                                     passes too (dp_least.c) */

@@ -145,7 +145,7 @@ relax_run(const struct dp *p, struct dp_acc *a, int32_t dt, size_t dm, const str
         if (clamp && t > last)
             t = last;
         if (lag && D * (int64_t)fp[k].t + (int64_t)fp[k].m > ll.lim[0])
-            continue; /* no chain through it ends within ub (dp_lagrange.c) */
+            continue; /* no chain through it ends within ub (dp_pairs.h) */
         if (lag2 && D2 * (int64_t)fp[k].t + (int64_t)fp[k].m > ll.lim[1])
             continue;
         if (m < best[t]) {
