@@ -175,3 +175,21 @@ int64_t kusumoto_pairs(const struct lsets *ls, size_t budget)
         n += j - first_start(&p, j);
     return n;
 }
+
+int64_t kusumoto_sim_work(const struct lsets *ls, size_t budget)
+{
+    int64_t work = 0, below = 0; /* below: the sizes of sets fs .. j - 1 */
+    int32_t fs = 0;
+
+    if (!ls->by_m)
+        return INT64_MAX;
+    /* the pairs into L_j are the sets from the first whose M is within B of M(L_j), a
+     * start that only moves up with j (the sets ascend in M) */
+    for (int32_t j = 1; j < ls->n; j++) {
+        below += ls->size[j - 1];
+        while (fs < j && ls->m[j] - ls->m[fs] > budget)
+            below -= ls->size[fs++];
+        work += (int64_t)(j - fs) * ls->size[j] - below;
+    }
+    return work;
+}

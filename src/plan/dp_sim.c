@@ -59,6 +59,7 @@ struct pair_memo {
  * search without them worked every pair out again in each of its runs: 14 and 21 s
  * instead of about 4.5). Larger families go without. */
 #define MEMO_SETS 3500
+_Static_assert(DP_SIM_MAX_SETS <= MEMO_SETS, "the second family's pairs are memoized");
 
 static bool csr_push(const remat_allocator *a, struct csr *c, int32_t x)
 {

@@ -22,9 +22,16 @@
 
 struct dp_sim;
 
-/* Above this many nodes the planners use the authors' bound: a pair costs its block's
- * walk, and ResNet-2498's least budget (8,336 nodes) took 130 s against 1 s. */
+/* A pair costs its block's walk, so past DP_SIM_MAX_NODES nodes the planners use the
+ * authors' bound (ResNet-1001's least budget, 3,346 nodes, took 1.8 s with the model
+ * against 0.05 s; ResNet-2498's, 8,336 nodes, 26 s), but for the DP strategies'
+ * approximate family, judged by the model too at the budgets where its pairs' walks
+ * number at most DP_SIM_MAX_WORK nodes (kusumoto_sim_work), when the family has at most
+ * DP_SIM_MAX_SETS sets and that holds at the authors' bound's least budget (plan.c,
+ * struct dp_memo). */
 #define DP_SIM_MAX_NODES 1000
+#define DP_SIM_MAX_SETS 3500
+#define DP_SIM_MAX_WORK ((int64_t)16000000)
 
 /* The model of d (built from tg) over the sets of ls; *out NULL on failure. */
 remat_status dp_sim_new(const remat_tgraph *tg, const struct dag *d, const struct lsets *ls,

@@ -69,28 +69,88 @@ static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
     return planner_finish(tg, out);
 }
 
-/* What the DP strategies keep between the attempts of one remat_plan (plan_memo): the
- * graph, the lower sets with their model, and the least budget once found; none of them
- * depends on the budget. */
+/* A family of lower sets with its model, the least budget of its DP once found (0
+ * until asked) and the pairs that search kept (at min_b or above), for the plans at
+ * budgets up to theirs. */
+struct dp_fam {
+    struct lsets ls;
+    size_t min_b;
+    struct dp_pairs pc;
+};
+
+/*
+ * What the DP strategies keep between the attempts of one remat_plan (plan_memo): the
+ * graph and its family f, judged by the simulator's model on graphs of up to
+ * DP_SIM_MAX_NODES nodes and by the authors' bound past them. Past them, an approximate
+ * family of at most DP_SIM_MAX_SETS sets is built a second time with the model (sm)
+ * where walking its pairs at f's least budget A is affordable (DP_SIM_MAX_WORK nodes):
+ * a plan at a budget B where it still is uses sm (f when sm finds no chain), above that
+ * f. sm serves every budget up to A and f every budget from A, so a plan is found at
+ * every budget from the least of the two families' least budgets up. None of it depends
+ * on the budget.
+ */
 struct dp_memo {
     struct dag d;
-    struct lsets ls;
-    size_t min_b; /* kusumoto_min_budget's answer; 0 until asked */
-    struct dp_pairs pc; /* the pairs its search kept (at min_b or above), for the plans at
-                           budgets up to theirs */
+    struct dp_fam f, sm; /* sm.ls.sim NULL: no second family */
 };
+
+static void dp_fam_fini(struct dp_fam *f)
+{
+    dp_pairs_fini(&f->pc);
+    dp_sim_free(f->ls.sim);
+    lsets_fini(&f->ls);
+}
 
 static void dp_memo_free(struct dp_memo *m)
 {
     if (m) {
         const remat_allocator *a = m->d.al;
 
-        dp_pairs_fini(&m->pc);
-        dp_sim_free(m->ls.sim);
-        lsets_fini(&m->ls);
+        dp_fam_fini(&m->f);
+        dp_fam_fini(&m->sm);
         dag_fini(&m->d);
         core_free(a, m, sizeof *m);
     }
+}
+
+/* The least budget of fam's DP, found once. */
+static remat_status fam_min_budget(const struct dp_memo *m, struct dp_fam *fam,
+                                   const struct dp_progress *pg, size_t *out)
+{
+    remat_status st = REMAT_OK;
+
+    if (!fam->min_b)
+        st = kusumoto_min_budget_pairs(&m->d, &fam->ls, pg, &fam->min_b, &fam->pc);
+    *out = fam->min_b;
+    return st;
+}
+
+/* The family of a plan at budget B (struct dp_memo). */
+static struct dp_fam *fam_at(struct dp_memo *m, size_t budget)
+{
+    return m->sm.ls.sim && kusumoto_sim_work(&m->sm.ls, budget) <= DP_SIM_MAX_WORK ? &m->sm
+                                                                                  : &m->f;
+}
+
+/* m->sm where it is affordable (struct dp_memo), after m->f of the approximate family. */
+static remat_status sim_family(const remat_tgraph *tg, struct dp_memo *m,
+                               const struct dp_progress *pg)
+{
+    size_t least;
+    remat_status st;
+
+    if (m->f.ls.sim || m->d.n <= DP_SIM_MAX_NODES || m->f.ls.n > DP_SIM_MAX_SETS)
+        return REMAT_OK;
+    if ((st = fam_min_budget(m, &m->f, pg, &least)))
+        return st;
+    if (kusumoto_sim_work(&m->f.ls, least) > DP_SIM_MAX_WORK)
+        return REMAT_OK;
+    if (!(st = lsets_build(&m->d, LS_APPROX, NULL, 0, &m->sm.ls)) &&
+        !(st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)))
+        return REMAT_OK;
+    dp_fam_fini(&m->sm);
+    memset(&m->sm, 0, sizeof m->sm);
+    return st;
 }
 
 void plan_memo_fini(struct plan_memo *m)
@@ -105,7 +165,8 @@ void plan_memo_fini(struct plan_memo *m)
 /* The graph and lower sets of the DP strategies (from the memo when it has them; kept
  * there when memo is given). */
 static remat_status dp_setup(const remat_tgraph *tg, const remat_plan_opts *o,
-                             struct plan_memo *memo, struct dp_memo **out)
+                             const struct dp_progress *pg, struct plan_memo *memo,
+                             struct dp_memo **out)
 {
     bool exact = o->strategy == REMAT_STRATEGY_EXACT_TC || o->strategy == REMAT_STRATEGY_EXACT_MC;
     struct dp_memo *m;
@@ -134,10 +195,12 @@ static remat_status dp_setup(const remat_tgraph *tg, const remat_plan_opts *o,
             key[v] = tg->ops[m->d.op[v]].out[0];
     }
     st = lsets_build(&m->d, !exact ? LS_APPROX : o->authors_lattice ? LS_EXACT_DFS : LS_EXACT,
-                     key, o->max_lower_sets ? o->max_lower_sets : 100000, &m->ls);
+                     key, o->max_lower_sets ? o->max_lower_sets : 100000, &m->f.ls);
     core_free(m->d.al, key, sizeof *key * ((size_t)m->d.n + 1));
     if (!st && !o->authors_bound && m->d.n <= DP_SIM_MAX_NODES)
-        st = dp_sim_new(tg, &m->d, &m->ls, &m->ls.sim);
+        st = dp_sim_new(tg, &m->d, &m->f.ls, &m->f.ls.sim);
+    if (!st && !o->authors_bound && !exact)
+        st = sim_family(tg, m, pg);
     if (st) {
         dp_memo_free(m);
         return st;
@@ -148,14 +211,28 @@ static remat_status dp_setup(const remat_tgraph *tg, const remat_plan_opts *o,
     return REMAT_OK;
 }
 
-/* The DP's least budget, found once per memo. */
+/* The DP's least budget: of both families where there are two (struct dp_memo). */
 static remat_status dp_min_budget(struct dp_memo *m, const struct dp_progress *pg, size_t *out)
 {
-    remat_status st = REMAT_OK;
+    size_t least;
+    remat_status st = fam_min_budget(m, &m->f, pg, out);
 
-    if (!m->min_b)
-        st = kusumoto_min_budget_pairs(&m->d, &m->ls, pg, &m->min_b, &m->pc);
-    *out = m->min_b;
+    if (!st && m->sm.ls.sim && !(st = fam_min_budget(m, &m->sm, pg, &least)) && least < *out)
+        *out = least;
+    return st;
+}
+
+/* The DP's chain at budget B over the family of B (fam_at), or over f where that finds
+ * none; lowered (*out stays NULL when infeasible). */
+static remat_status dp_plan_at(const remat_tgraph *tg, struct dp_memo *m, const struct dp_ask *q,
+                               size_t budget, struct chain *c, struct dp_result *res,
+                               remat_schedule **out)
+{
+    struct dp_fam *fam = fam_at(m, budget);
+    remat_status st = plan_dp_at(tg, &m->d, &fam->ls, &fam->pc, q, budget, c, res, out);
+
+    if (!st && !res->feasible && fam != &m->f)
+        st = plan_dp_at(tg, &m->d, &m->f.ls, &m->f.pc, q, budget, c, res, out);
     return st;
 }
 
@@ -175,10 +252,10 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
     size_t peak;
     remat_status st;
 
-    if ((st = dp_setup(tg, o, memo, &dm)))
+    if ((st = dp_setup(tg, o, &pg, memo, &dm)))
         return st;
     REMAT_ASSERT(dm);
-    info->n_lower_sets = dm->ls.n;
+    info->n_lower_sets = dm->f.ls.n;
     c.block = core_calloc(dm->d.al, (size_t)dm->d.n + 1, sizeof *c.block);
     c.kept = core_calloc(dm->d.al, (size_t)dm->d.n + 1, sizeof *c.kept);
     if (!c.block || !c.kept) {
@@ -187,7 +264,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
     }
     if (o->budget_min && (st = dp_min_budget(dm, &pg, budget)))
         goto out;
-    if ((st = plan_dp_at(tg, &dm->d, &dm->ls, &dm->pc, &q, *budget, &c, &res, out)))
+    if ((st = dp_plan_at(tg, dm, &q, *budget, &c, &res, out)))
         goto out;
     if (!res.feasible) {
         size_t min_b = 0, sim = SIZE_MAX;
@@ -196,7 +273,7 @@ static remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, si
          * fit the budget when simulated, and then it is the plan (the budget fit would
          * otherwise come back for it with a larger budget). */
         if (!(st = dp_min_budget(dm, &pg, &min_b)) &&
-            !(st = plan_dp_at(tg, &dm->d, &dm->ls, &dm->pc, &q, min_b, &c, &res, out)) &&
+            !(st = dp_plan_at(tg, dm, &q, min_b, &c, &res, out)) &&
             res.feasible &&
             !(st = planner_sim_peak(tg, *out, &sim)) && sim <= *budget)
             goto fits;
@@ -234,7 +311,7 @@ fits:
             size_t mid = lo + (hi - lo) / 2;
             remat_schedule *s = NULL;
 
-            if ((st = plan_dp_at(tg, &dm->d, &dm->ls, &dm->pc, &q, mid, &c, &res, &s)))
+            if ((st = dp_plan_at(tg, dm, &q, mid, &c, &res, &s)))
                 break;
             if (res.feasible && !(st = planner_sim_peak(tg, s, &peak)) && peak <= target) {
                 remat_schedule_free(fit);
@@ -255,7 +332,7 @@ fits:
 
             /* The smallest budget that works: the simulated peak at the DP's minimum. */
             if (!(st = dp_min_budget(dm, &pg, &min_b)) &&
-                !(st = plan_dp_at(tg, &dm->d, &dm->ls, &dm->pc, &q, min_b, &c, &res, &fit)) &&
+                !(st = dp_plan_at(tg, dm, &q, min_b, &c, &res, &fit)) &&
                 !(st = planner_sim_peak(tg, fit, &peak)))
                 st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan's simulated peak fits an "
                                 "activation budget of %zu bytes; the smallest that fits is "
