@@ -49,10 +49,11 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
 /* The pairs of lower sets a run at budget B visits (its work: those whose block stays
  * within the window of B). */
 int64_t kusumoto_pairs(const struct lsets *ls, size_t budget);
-/* The nodes the simulator's model (dp_sim.h) would walk to work out every pair a run
- * over ls's sets visits at budget B, whether or not ls has the model: the sum, over the
- * pairs whose block holds at most B bytes, of the block's nodes (an upper bound: the
- * pairs that are not subsets count too). INT64_MAX when ls is not sorted by M(L). */
+/* What the simulator's model (dp_sim.h) would walk to work out every pair a run over
+ * ls's sets visits at budget B, whether or not ls has the model: the sum, over the pairs
+ * i < j with M(L_j) - M(L_i) <= B, of |L_j| - |L_i| (the block's nodes where L_i is a
+ * subset; the other pairs, which are not walked, count by their difference in size).
+ * O(sets). INT64_MAX when ls is not sorted by M(L). */
 int64_t kusumoto_sim_work(const struct lsets *ls, size_t budget);
 /* The smallest B at which the DP is feasible: a chain's need, proven least by a run a
  * byte below it (or, should the pins run out, within 1e-5 relative; dp_min_budget.c). */
