@@ -185,6 +185,56 @@ static remat_status mpi_agree(void *ud, remat_status st, int32_t *failed,
     return REMAT_OK;
 }
 
+/*
+ * Open MPI's shared-memory transport keeps its fragments in segments under /dev/shm and
+ * touches their pages as the fragments are first used, so a trainer's first steps grew
+ * by a few of them beside its blocks (12 KiB on two ranks, past the budget the plan
+ * printed). Before any trainer exists, traffic like the reduction's makes them resident:
+ * all-to-alls and in-place all-gathers of 1 to WARM_FLOATS floats a peer (from the
+ * eager fragments to the single-copy protocol), WARM_DEPTH of each kind under way at
+ * once, twice over. Its buffers are freed again before the trainer's mark. Hundreds of
+ * buckets under way at once (--bucket 64KB on ResNet-18: 741) still grow the heap by
+ * tens of KB during the first step (the request table below and Open MPI's schedules
+ * of its nonblocking collectives), beside the blocks.
+ */
+#define WARM_DEPTH 16
+#define WARM_FLOATS 16384
+
+static void warm_up(struct cli_dist *d)
+{
+    static const int sizes[] = {1, 64, 1024, WARM_FLOATS};
+    /* at most 2^16 floats a buffer (48 of them: 12 MiB, freed before any trainer) */
+    int n = d->comm.size, per = WARM_FLOATS > (1 << 16) / n ? (1 << 16) / n : WARM_FLOATS;
+    size_t slab = (size_t)per * (size_t)n;
+    float *buf = calloc(3 * WARM_DEPTH * slab, sizeof *buf);
+    int *ints = malloc(sizeof *ints * 2 * (size_t)n);
+    MPI_Request r[2 * WARM_DEPTH];
+
+    if (!buf || !ints || per < 1)
+        goto out;
+    for (int round = 0; round < 2; round++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            int c = sizes[k] < per ? sizes[k] : per;
+
+            for (int i = 0; i < n; i++) {
+                ints[i] = c;
+                ints[n + i] = i * c;
+            }
+            for (int q = 0; q < WARM_DEPTH; q++) {
+                float *x = buf + (size_t)q * 3 * slab;
+
+                MPI_Ialltoallv(x, ints, ints + n, MPI_FLOAT, x + slab, ints, ints + n,
+                               MPI_FLOAT, d->mpi->xcomm, &r[2 * q]);
+                MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x + 2 * slab, ints,
+                                ints + n, MPI_FLOAT, d->mpi->gcomm, &r[2 * q + 1]);
+            }
+            MPI_Waitall(2 * WARM_DEPTH, r, MPI_STATUSES_IGNORE);
+        }
+out:
+    free(ints);
+    free(buf);
+}
+
 int dist_begin(struct cli_dist *d)
 {
     int rank = 0, size = 1;
@@ -205,6 +255,8 @@ int dist_begin(struct cli_dist *d)
         return cli_error_code(CLI_EXIT_FAILED, NULL, "out of memory");
     MPI_Comm_dup(MPI_COMM_WORLD, &d->mpi->xcomm);
     MPI_Comm_dup(MPI_COMM_WORLD, &d->mpi->gcomm);
+    if (size > 1)
+        warm_up(d);
     return 0;
 }
 
