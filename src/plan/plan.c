@@ -132,14 +132,15 @@ static struct dp_fam *fam_at(struct dp_memo *m, size_t budget)
                                                                                   : &m->f;
 }
 
-/* m->sm where it is affordable (struct dp_memo), after m->f of the approximate family. */
+/* m->sm where it is affordable (struct dp_memo), after m->f of the approximate family
+ * judged by the authors' bound (past DP_SIM_MAX_NODES; the caller checks the option). */
 static remat_status sim_family(const remat_tgraph *tg, struct dp_memo *m,
                                const struct dp_progress *pg)
 {
     size_t least;
     remat_status st;
 
-    if (m->f.ls.sim || m->d.n <= DP_SIM_MAX_NODES || m->f.ls.n > DP_SIM_MAX_SETS)
+    if (m->d.n <= DP_SIM_MAX_NODES || m->f.ls.n > DP_SIM_MAX_SETS)
         return REMAT_OK;
     if ((st = fam_min_budget(m, &m->f, pg, &least)))
         return st;
