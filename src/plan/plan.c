@@ -81,17 +81,19 @@ struct dp_fam {
 /*
  * What the DP strategies keep between the attempts of one remat_plan (plan_memo): the
  * graph and its family f, judged by the simulator's model on graphs of up to
- * DP_SIM_MAX_NODES nodes and by the authors' bound past them. Past them, an approximate
- * family of at most DP_SIM_MAX_SETS sets is built a second time with the model (sm)
- * where walking its pairs at f's least budget A is affordable (DP_SIM_MAX_WORK nodes):
- * a plan at a budget B where it still is uses sm (f when sm finds no chain), above that
- * f. sm serves every budget up to A and f every budget from A, so a plan is found at
- * every budget from the least of the two families' least budgets up. None of it depends
- * on the budget.
+ * DP_SIM_MAX_NODES nodes and by the authors' bound past them. Past them, the approximate
+ * family (at most DP_SIM_MAX_SETS sets) is built with the model (sm) where walking its
+ * pairs at f's least budget A is affordable (DP_SIM_MAX_WORK nodes): a plan at a budget
+ * B where it still is uses sm (f when sm finds no chain; for the exact strategies, whose
+ * f is every lower set, the better of the two plans in the simulator), above that f. sm
+ * serves every budget up to A and f every budget from A, so a plan is found at every
+ * budget from the least of the two families' least budgets up. None of it depends on
+ * the budget.
  */
 struct dp_memo {
     struct dag d;
     struct dp_fam f, sm; /* sm.ls.sim NULL: no second family */
+    bool exact;          /* f is the exact family */
 };
 
 static void dp_fam_fini(struct dp_fam *f)
@@ -132,21 +134,20 @@ static struct dp_fam *fam_at(struct dp_memo *m, size_t budget)
                                                                                   : &m->f;
 }
 
-/* m->sm where it is affordable (struct dp_memo), after m->f of the approximate family
- * judged by the authors' bound (past DP_SIM_MAX_NODES; the caller checks the option). */
+/* m->sm where it is affordable (struct dp_memo), after m->f judged by the authors'
+ * bound (past DP_SIM_MAX_NODES; the caller checks the options). */
 static remat_status sim_family(const remat_tgraph *tg, struct dp_memo *m,
                                const struct dp_progress *pg)
 {
     size_t least;
     remat_status st;
 
-    if (m->d.n <= DP_SIM_MAX_NODES || m->f.ls.n > DP_SIM_MAX_SETS)
+    if (m->d.n <= DP_SIM_MAX_NODES || (m->exact ? m->d.n + 2 : m->f.ls.n) > DP_SIM_MAX_SETS)
         return REMAT_OK;
-    if ((st = fam_min_budget(m, &m->f, pg, &least)))
+    if ((st = fam_min_budget(m, &m->f, pg, &least)) ||
+        (st = lsets_build(&m->d, LS_APPROX, NULL, 0, &m->sm.ls)))
         return st;
-    if (kusumoto_sim_work(&m->f.ls, least) > DP_SIM_MAX_WORK)
-        return REMAT_OK;
-    if (!(st = lsets_build(&m->d, LS_APPROX, NULL, 0, &m->sm.ls)) &&
+    if (kusumoto_sim_work(&m->sm.ls, least) <= DP_SIM_MAX_WORK &&
         !(st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)))
         return REMAT_OK;
     dp_fam_fini(&m->sm);
@@ -200,7 +201,8 @@ static remat_status dp_setup(const remat_tgraph *tg, const remat_plan_opts *o,
     core_free(m->d.al, key, sizeof *key * ((size_t)m->d.n + 1));
     if (!st && !o->authors_bound && m->d.n <= DP_SIM_MAX_NODES)
         st = dp_sim_new(tg, &m->d, &m->f.ls, &m->f.ls.sim);
-    if (!st && !o->authors_bound && !exact)
+    m->exact = exact;
+    if (!st && !o->authors_bound && !o->authors_lattice)
         st = sim_family(tg, m, pg);
     if (st) {
         dp_memo_free(m);
@@ -223,8 +225,57 @@ static remat_status dp_min_budget(struct dp_memo *m, const struct dp_progress *p
     return st;
 }
 
+/* Whether plan a is better than plan b for the DP's aim (time-centric: less
+ * recomputation, then the lower peak; memory-centric: the lower peak, then less). */
+static bool sim_better(const remat_sim_result *a, const remat_sim_result *b, bool mc)
+{
+    if (mc)
+        return a->activation_peak_bytes < b->activation_peak_bytes ||
+               (a->activation_peak_bytes == b->activation_peak_bytes && a->overhead < b->overhead);
+    return a->overhead < b->overhead ||
+           (a->overhead == b->overhead && a->activation_peak_bytes < b->activation_peak_bytes);
+}
+
+/* The exact family's plan at B in place of sm's (c, res, *out) where the simulator finds
+ * it better (struct dp_memo). */
+static remat_status exact_instead(const remat_tgraph *tg, struct dp_memo *m,
+                                  const struct dp_ask *q, size_t budget, struct chain *c,
+                                  struct dp_result *res, remat_schedule **out)
+{
+    size_t n = (size_t)m->d.n + 1;
+    struct chain e = {0, core_calloc(m->d.al, n, sizeof *e.block),
+                      core_calloc(m->d.al, n, sizeof *e.kept)};
+    struct dp_result er;
+    remat_schedule *s = NULL;
+    remat_sim_result a, b;
+    remat_status st;
+
+    if (!e.block || !e.kept) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+        goto out;
+    }
+    if ((st = plan_dp_at(tg, &m->d, &m->f.ls, &m->f.pc, q, budget, &e, &er, &s)) ||
+        !er.feasible || (st = remat_sim_run(tg, s, &a)) || (st = remat_sim_run(tg, *out, &b)))
+        goto out;
+    if (sim_better(&a, &b, q->mc)) {
+        remat_schedule_free(*out);
+        *out = s;
+        s = NULL;
+        *res = er;
+        c->n_blocks = e.n_blocks;
+        memcpy(c->block, e.block, sizeof *e.block * n);
+        memcpy(c->kept, e.kept, sizeof *e.kept * n);
+    }
+out:
+    remat_schedule_free(s);
+    core_free(m->d.al, e.block, sizeof *e.block * n);
+    core_free(m->d.al, e.kept, sizeof *e.kept * n);
+    return st;
+}
+
 /* The DP's chain at budget B over the family of B (fam_at), or over f where that finds
- * none; lowered (*out stays NULL when infeasible). */
+ * none (for the exact strategies, f's where the simulator finds it better); lowered
+ * (*out stays NULL when infeasible). */
 static remat_status dp_plan_at(const remat_tgraph *tg, struct dp_memo *m, const struct dp_ask *q,
                                size_t budget, struct chain *c, struct dp_result *res,
                                remat_schedule **out)
@@ -232,9 +283,11 @@ static remat_status dp_plan_at(const remat_tgraph *tg, struct dp_memo *m, const 
     struct dp_fam *fam = fam_at(m, budget);
     remat_status st = plan_dp_at(tg, &m->d, &fam->ls, &fam->pc, q, budget, c, res, out);
 
-    if (!st && !res->feasible && fam != &m->f)
-        st = plan_dp_at(tg, &m->d, &m->f.ls, &m->f.pc, q, budget, c, res, out);
-    return st;
+    if (st || fam == &m->f)
+        return st;
+    if (!res->feasible)
+        return plan_dp_at(tg, &m->d, &m->f.ls, &m->f.pc, q, budget, c, res, out);
+    return m->exact ? exact_instead(tg, m, q, budget, c, res, out) : REMAT_OK;
 }
 
 /* The DP strategies: the graph and the lower sets built once (dp_setup), then plan (and
