@@ -4,7 +4,7 @@
  * bound and keeps its pairs on two threads, and hands the pairs to the plans after it),
  * whose answers are the flat DP's own (test_dp.c checks the DP against brute force on
  * small graphs); and past DP_SIM_MAX_NODES, the simulator's model where its walks are
- * affordable (plan.c, struct dp_memo), against Chen's plans and the authors' bound.
+ * affordable (plan_dp.c, struct dp_memo), against Chen's plans and the authors' bound.
  */
 #include "plan_util.h"
 #include "plan/dp_sim.h"

@@ -27,7 +27,7 @@ struct dp_sim;
  * against 0.05 s; ResNet-2498's, 8,336 nodes, 26 s), but for the DP strategies'
  * approximate family, judged by the model too at the budgets where its pairs' walks
  * number at most DP_SIM_MAX_WORK nodes (kusumoto_sim_work), when the family has at most
- * DP_SIM_MAX_SETS sets and that holds at the authors' bound's least budget (plan.c,
+ * DP_SIM_MAX_SETS sets and that holds at the authors' bound's least budget (plan_dp.c,
  * struct dp_memo). */
 #define DP_SIM_MAX_NODES 1000
 #define DP_SIM_MAX_SETS 3500

@@ -73,11 +73,20 @@ remat_status planner_finish(const remat_tgraph *tg, remat_schedule **s);
  * Zeroed before the first attempt, released by plan_memo_fini after the last. */
 struct plan_memo {
     struct hybrid_bases *hybrid; /* hybrid.c: the plans it starts from */
-    struct dp_memo *dp;          /* plan.c: the DP's graph, lower sets and least budget */
+    struct dp_memo *dp;          /* plan_dp.c: the DP's graph, families and least budget */
 };
 void plan_memo_fini(struct plan_memo *m);
 /* hybrid.c: releases m->hybrid (plan_memo_fini's part). */
 void hybrid_memo_fini(struct plan_memo *m);
+/* plan_dp.c: releases m->dp (plan_memo_fini's part). */
+void dp_memo_fini(struct plan_memo *m);
+
+/* The DP strategies (plan_dp.c): a plan at *budget activation bytes (with
+ * o->budget_min, the least, written back), fixed the resident bytes the messages add;
+ * memo may be NULL (nothing kept). */
+remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t fixed,
+                     size_t *budget, remat_schedule **out, remat_plan_info *info,
+                     struct plan_memo *memo);
 
 /* The keep / recompute / offload planner (hybrid.c): see docs/planners.md. memo may be
  * NULL (nothing kept). */

@@ -1,0 +1,372 @@
+/*
+ * plan_dp.c - the DP strategies (approx-tc, approx-mc, exact-tc, exact-mc) inside
+ * remat_plan: the graph and its families of lower sets, kept between the attempts of one
+ * remat_plan (struct dp_memo), the choice of a family and model per budget, the least
+ * budget, and the search for a plan whose simulated peak fits the budget.
+ */
+#include "plan/kusumoto.h"
+#include "plan/dp_sim.h"
+#include "plan/planners.h"
+
+#include <string.h>
+
+/* What plan_dp asks of each DP run. */
+struct dp_ask {
+    bool mc;        /* memory-centric */
+    int64_t coarse; /* kusumoto_plan's coarse_at */
+    const struct dp_progress *pg;
+};
+
+/* The DP's chain at budget B, lowered (*out stays NULL when infeasible). */
+static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
+                               const struct lsets *ls, const struct dp_pairs *pairs,
+                               const struct dp_ask *q, size_t budget, struct chain *c,
+                               struct dp_result *res, remat_schedule **out)
+{
+    remat_status st;
+
+    *out = NULL;
+    if ((st = kusumoto_plan_pairs(d, ls, q->mc, budget, q->coarse, q->pg, pairs, c, res)) ||
+        !res->feasible)
+        return st;
+    if ((st = chain_lower(tg, d, c, out)))
+        return st;
+    return planner_finish(tg, out);
+}
+
+/* A family of lower sets with its model, the least budget of its DP once found (0
+ * until asked) and the pairs that search kept (at min_b or above), for the plans at
+ * budgets up to theirs. */
+struct dp_fam {
+    struct lsets ls;
+    size_t min_b;
+    struct dp_pairs pc;
+};
+
+/*
+ * What the DP strategies keep between the attempts of one remat_plan (plan_memo): the
+ * graph and its family f, judged by the simulator's model on graphs of up to
+ * DP_SIM_MAX_NODES nodes and by the authors' bound past them. Past them, the approximate
+ * family (at most DP_SIM_MAX_SETS sets) is built with the model (sm) where walking its
+ * pairs at f's least budget A is affordable (DP_SIM_MAX_WORK nodes): a plan at a budget
+ * B where it still is uses sm (f when sm finds no chain; for the exact strategies, whose
+ * f is every lower set, the better of the two plans in the simulator), above that f. sm
+ * serves every budget up to A and f every budget from A, so a plan is found at every
+ * budget from the least of the two families' least budgets up. None of it depends on
+ * the budget.
+ */
+struct dp_memo {
+    struct dag d;
+    struct dp_fam f, sm; /* sm.ls.sim NULL: no second family */
+    bool exact;          /* f is the exact family */
+};
+
+static void dp_fam_fini(struct dp_fam *f)
+{
+    dp_pairs_fini(&f->pc);
+    dp_sim_free(f->ls.sim);
+    lsets_fini(&f->ls);
+}
+
+static void dp_memo_free(struct dp_memo *m)
+{
+    if (m) {
+        const remat_allocator *a = m->d.al;
+
+        dp_fam_fini(&m->f);
+        dp_fam_fini(&m->sm);
+        dag_fini(&m->d);
+        core_free(a, m, sizeof *m);
+    }
+}
+
+/* The least budget of fam's DP, found once. */
+static remat_status fam_min_budget(const struct dp_memo *m, struct dp_fam *fam,
+                                   const struct dp_progress *pg, size_t *out)
+{
+    remat_status st = REMAT_OK;
+
+    if (!fam->min_b)
+        st = kusumoto_min_budget_pairs(&m->d, &fam->ls, pg, &fam->min_b, &fam->pc);
+    *out = fam->min_b;
+    return st;
+}
+
+/* The family of a plan at budget B (struct dp_memo). */
+static struct dp_fam *fam_at(struct dp_memo *m, size_t budget)
+{
+    return m->sm.ls.sim && kusumoto_sim_work(&m->sm.ls, budget) <= DP_SIM_MAX_WORK ? &m->sm
+                                                                                  : &m->f;
+}
+
+/* m->sm where it is affordable (struct dp_memo), after m->f judged by the authors'
+ * bound (past DP_SIM_MAX_NODES; the caller checks the options). */
+static remat_status sim_family(const remat_tgraph *tg, struct dp_memo *m,
+                               const struct dp_progress *pg)
+{
+    size_t least;
+    remat_status st;
+
+    if (m->d.n <= DP_SIM_MAX_NODES || (m->exact ? m->d.n + 2 : m->f.ls.n) > DP_SIM_MAX_SETS)
+        return REMAT_OK;
+    if ((st = fam_min_budget(m, &m->f, pg, &least)) ||
+        (st = lsets_build(&m->d, LS_APPROX, NULL, 0, &m->sm.ls)))
+        return st;
+    if (kusumoto_sim_work(&m->sm.ls, least) <= DP_SIM_MAX_WORK &&
+        !(st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)))
+        return REMAT_OK;
+    dp_fam_fini(&m->sm);
+    memset(&m->sm, 0, sizeof m->sm);
+    return st;
+}
+
+void dp_memo_fini(struct plan_memo *m)
+{
+    dp_memo_free(m->dp);
+    m->dp = NULL;
+}
+
+/* The graph and lower sets of the DP strategies (from the memo when it has them; kept
+ * there when memo is given). */
+static remat_status dp_setup(const remat_tgraph *tg, const remat_plan_opts *o,
+                             const struct dp_progress *pg, struct plan_memo *memo,
+                             struct dp_memo **out)
+{
+    bool exact = o->strategy == REMAT_STRATEGY_EXACT_TC || o->strategy == REMAT_STRATEGY_EXACT_MC;
+    struct dp_memo *m;
+    int32_t *key = NULL;
+    remat_status st;
+
+    if (memo && memo->dp) {
+        *out = memo->dp;
+        return REMAT_OK;
+    }
+    *out = NULL;
+    if (!(m = core_calloc(tgraph_al(tg), 1, sizeof *m)))
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+    if ((st = dag_build(tg, &m->d))) {
+        core_free(tgraph_al(tg), m, sizeof *m);
+        return st;
+    }
+    if (exact && o->authors_lattice) {
+        /* The authors number values by their id in the file; our value ids are those. */
+        key = core_calloc(m->d.al, (size_t)m->d.n + 1, sizeof *key);
+        if (!key) {
+            dp_memo_free(m);
+            return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+        }
+        for (int32_t v = 0; v < m->d.n; v++)
+            key[v] = tg->ops[m->d.op[v]].out[0];
+    }
+    st = lsets_build(&m->d, !exact ? LS_APPROX : o->authors_lattice ? LS_EXACT_DFS : LS_EXACT,
+                     key, o->max_lower_sets ? o->max_lower_sets : 100000, &m->f.ls);
+    core_free(m->d.al, key, sizeof *key * ((size_t)m->d.n + 1));
+    if (!st && !o->authors_bound && m->d.n <= DP_SIM_MAX_NODES)
+        st = dp_sim_new(tg, &m->d, &m->f.ls, &m->f.ls.sim);
+    m->exact = exact;
+    if (!st && !o->authors_bound && !o->authors_lattice)
+        st = sim_family(tg, m, pg);
+    if (st) {
+        dp_memo_free(m);
+        return st;
+    }
+    if (memo)
+        memo->dp = m;
+    *out = m;
+    return REMAT_OK;
+}
+
+/* The DP's least budget: of both families where there are two (struct dp_memo). */
+static remat_status dp_min_budget(struct dp_memo *m, const struct dp_progress *pg, size_t *out)
+{
+    size_t least;
+    remat_status st = fam_min_budget(m, &m->f, pg, out);
+
+    if (!st && m->sm.ls.sim && !(st = fam_min_budget(m, &m->sm, pg, &least)) && least < *out)
+        *out = least;
+    return st;
+}
+
+/* Whether plan a is better than plan b for the DP's aim (time-centric: less
+ * recomputation, then the lower peak; memory-centric: the lower peak, then less). */
+static bool sim_better(const remat_sim_result *a, const remat_sim_result *b, bool mc)
+{
+    if (mc)
+        return a->activation_peak_bytes < b->activation_peak_bytes ||
+               (a->activation_peak_bytes == b->activation_peak_bytes && a->overhead < b->overhead);
+    return a->overhead < b->overhead ||
+           (a->overhead == b->overhead && a->activation_peak_bytes < b->activation_peak_bytes);
+}
+
+/* The exact family's plan at B in place of sm's (c, res, *out) where the simulator finds
+ * it better (struct dp_memo). */
+static remat_status exact_instead(const remat_tgraph *tg, struct dp_memo *m,
+                                  const struct dp_ask *q, size_t budget, struct chain *c,
+                                  struct dp_result *res, remat_schedule **out)
+{
+    size_t n = (size_t)m->d.n + 1;
+    struct chain e = {0, core_calloc(m->d.al, n, sizeof *e.block),
+                      core_calloc(m->d.al, n, sizeof *e.kept)};
+    struct dp_result er;
+    remat_schedule *s = NULL;
+    remat_sim_result a, b;
+    remat_status st;
+
+    if (!e.block || !e.kept) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+        goto out;
+    }
+    if ((st = plan_dp_at(tg, &m->d, &m->f.ls, &m->f.pc, q, budget, &e, &er, &s)) ||
+        !er.feasible || (st = remat_sim_run(tg, s, &a)) || (st = remat_sim_run(tg, *out, &b)))
+        goto out;
+    if (sim_better(&a, &b, q->mc)) {
+        remat_schedule_free(*out);
+        *out = s;
+        s = NULL;
+        *res = er;
+        c->n_blocks = e.n_blocks;
+        memcpy(c->block, e.block, sizeof *e.block * n);
+        memcpy(c->kept, e.kept, sizeof *e.kept * n);
+    }
+out:
+    remat_schedule_free(s);
+    core_free(m->d.al, e.block, sizeof *e.block * n);
+    core_free(m->d.al, e.kept, sizeof *e.kept * n);
+    return st;
+}
+
+/* The DP's chain at budget B over the family of B (fam_at), or over f where that finds
+ * none (for the exact strategies, f's where the simulator finds it better); lowered
+ * (*out stays NULL when infeasible). */
+static remat_status dp_plan_at(const remat_tgraph *tg, struct dp_memo *m, const struct dp_ask *q,
+                               size_t budget, struct chain *c, struct dp_result *res,
+                               remat_schedule **out)
+{
+    struct dp_fam *fam = fam_at(m, budget);
+    remat_status st = plan_dp_at(tg, &m->d, &fam->ls, &fam->pc, q, budget, c, res, out);
+
+    if (st || fam == &m->f)
+        return st;
+    if (!res->feasible)
+        return plan_dp_at(tg, &m->d, &m->f.ls, &m->f.pc, q, budget, c, res, out);
+    return m->exact ? exact_instead(tg, m, q, budget, c, res, out) : REMAT_OK;
+}
+
+/* The DP strategies: the graph and the lower sets built once (dp_setup), then plan (and
+ * search the minimum budget when asked or when the budget is infeasible). */
+remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t fixed,
+                     size_t *budget, remat_schedule **out, remat_plan_info *info,
+                     struct plan_memo *memo)
+{
+    struct dp_memo *dm = NULL;
+    struct chain c = {0, NULL, NULL};
+    struct dp_result res;
+    struct dp_progress pg = {o->progress, o->progress_ud};
+    struct dp_ask q = {o->strategy == REMAT_STRATEGY_APPROX_MC ||
+                           o->strategy == REMAT_STRATEGY_EXACT_MC,
+                       o->coarse_pairs < 0 ? INT64_MAX : o->coarse_pairs, &pg};
+    size_t peak;
+    remat_status st;
+
+    if ((st = dp_setup(tg, o, &pg, memo, &dm)))
+        return st;
+    REMAT_ASSERT(dm);
+    info->n_lower_sets = dm->f.ls.n;
+    c.block = core_calloc(dm->d.al, (size_t)dm->d.n + 1, sizeof *c.block);
+    c.kept = core_calloc(dm->d.al, (size_t)dm->d.n + 1, sizeof *c.kept);
+    if (!c.block || !c.kept) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
+        goto out;
+    }
+    if (o->budget_min && (st = dp_min_budget(dm, &pg, budget)))
+        goto out;
+    if ((st = dp_plan_at(tg, dm, &q, *budget, &c, &res, out)))
+        goto out;
+    if (!res.feasible) {
+        size_t min_b = 0, sim = SIZE_MAX;
+
+        /* The DP's bound is looser than the simulator: its least-bound plan may still
+         * fit the budget when simulated, and then it is the plan (the budget fit would
+         * otherwise come back for it with a larger budget). */
+        if (!(st = dp_min_budget(dm, &pg, &min_b)) &&
+            !(st = dp_plan_at(tg, dm, &q, min_b, &c, &res, out)) &&
+            res.feasible &&
+            !(st = planner_sim_peak(tg, *out, &sim)) && sim <= *budget)
+            goto fits;
+        remat_schedule_free(*out);
+        *out = NULL;
+        if (!st)
+            st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan fits an activation budget of "
+                            "%zu bytes; the smallest that fits is %zu bytes (%zu in total "
+                            "with the resident bytes and workspace, %zu)",
+                            remat_strategy_name(o->strategy), *budget,
+                            sim < min_b ? sim : min_b, (sim < min_b ? sim : min_b) + fixed,
+                            fixed);
+        goto out;
+    }
+fits:
+    /*
+     * The DP's bound counts each block's own gradients but not the gradients that later
+     * blocks have already written into earlier ones (skip connections, views), so on
+     * some graphs the simulated peak passes it. At the minimum budget the budget becomes
+     * the simulated peak; at a given budget, the DP is asked for plans at smaller
+     * budgets (bisection) until one's simulated peak fits.
+     */
+    info->dp_bound_bytes = res.bound;
+    info->n_blocks = c.n_blocks;
+    info->overhead_bound = res.overhead;
+    if ((st = planner_sim_peak(tg, *out, &peak)))
+        goto out;
+    if (peak > *budget && o->budget_min) {
+        *budget = peak;
+    } else if (peak > *budget) {
+        size_t lo = 0, hi = *budget, target = *budget;
+        remat_schedule *fit = NULL;
+
+        while (hi - lo > 1 && (double)(hi - lo) > 1e-4 * (double)hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            remat_schedule *s = NULL;
+
+            if ((st = dp_plan_at(tg, dm, &q, mid, &c, &res, &s)))
+                break;
+            if (res.feasible && !(st = planner_sim_peak(tg, s, &peak)) && peak <= target) {
+                remat_schedule_free(fit);
+                fit = s;
+                lo = mid;
+                info->dp_bound_bytes = res.bound;
+                info->n_blocks = c.n_blocks;
+                info->overhead_bound = res.overhead;
+            } else {
+                remat_schedule_free(s);
+                hi = mid;
+            }
+            if (st)
+                break;
+        }
+        if (!st && !fit) {
+            size_t min_b = 0;
+
+            /* The smallest budget that works: the simulated peak at the DP's minimum. */
+            if (!(st = dp_min_budget(dm, &pg, &min_b)) &&
+                !(st = dp_plan_at(tg, dm, &q, min_b, &c, &res, &fit)) &&
+                !(st = planner_sim_peak(tg, fit, &peak)))
+                st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: no plan's simulated peak fits an "
+                                "activation budget of %zu bytes; the smallest that fits is "
+                                "%zu bytes (%zu in total with the resident bytes and "
+                                "workspace, %zu)", remat_strategy_name(o->strategy), target,
+                                peak > min_b ? peak : min_b,
+                                (peak > min_b ? peak : min_b) + fixed,
+                                fixed);
+            remat_schedule_free(fit);
+            fit = NULL;
+        }
+        remat_schedule_free(*out);
+        *out = fit;
+    }
+out:
+    core_free(dm->d.al, c.block, sizeof *c.block * ((size_t)dm->d.n + 1));
+    core_free(dm->d.al, c.kept, sizeof *c.kept * ((size_t)dm->d.n + 1));
+    if (!memo)
+        dp_memo_free(dm);
+    return st;
+}
