@@ -340,10 +340,99 @@ static void test_thin(void)
     printf("  %d graphs, %d thinned sets\n", graphs, sets);
 }
 
+/* ------------------------------------------ the rows (dp_sim_row.c) against the walk */
+
+/* Every pair (L_i ⊊ L_j) of ls by the rows and by the walk of each pair alone: the same
+ * numbers, to the byte and the bit. Pairs visited j ascending and, within a row, i
+ * ascending from a start drawn at random (a row starts where its first call asks).
+ * Returns the pairs compared. */
+static int64_t rows_vs_walk(const remat_tgraph *tg, const struct dag *d, const struct lsets *ls,
+                            const char *what)
+{
+    struct dp_sim *wk = NULL, *rw = NULL;
+    int64_t n = 0, bad = 0;
+
+    REMAT_ASSERT_TEST(dp_sim_new(tg, d, ls, &wk) == REMAT_OK &&
+                      dp_sim_new(tg, d, ls, &rw) == REMAT_OK);
+    dp_sim_set_rows(wk, false);
+    CHECK(dp_sim_set_rows(rw, true), "%s: the rows are not exact for this graph", what);
+    for (int32_t j = 1; j < ls->n && bad < 5; j++) {
+        int32_t lo = (int32_t)urand((uint64_t)(j < 150 ? j : 150));
+
+        lo = j - 1 - lo; /* within 150 sets below L_j: on large graphs its reach at the
+                            least budgets (ResNet-1001: 100 to 160 sets) */
+
+        for (int32_t i = lo; i < j; i++) {
+            double t0, t1;
+            size_t dm0, dm1, c0, c1;
+
+            if (ls->size[i] >= ls->size[j] || !lsets_subset(ls, i, j))
+                continue;
+            dp_sim_pair(wk, i, j, &t0, &dm0, &c0);
+            dp_sim_pair(rw, i, j, &t1, &dm1, &c1);
+            n++;
+            if (t0 != t1 || dm0 != dm1 || c0 != c1) {
+                bad++;
+                CHECK(false, "%s: pair (%d, %d): the rows give t %.17g dm %zu c %zu, the "
+                      "walk %.17g %zu %zu", what, i, j, t1, dm1, c1, t0, dm0, c0);
+            }
+        }
+    }
+    dp_sim_free(wk);
+    dp_sim_free(rw);
+    return n;
+}
+
+static void test_rows(void)
+{
+    static const struct { const char *model; int layers, batch; } zoo[] = {
+        {"resnet50", 0, 2}, {"googlenet", 0, 1}, {"densenet121", 0, 1}, {"unet", 0, 1},
+        {"gpt2", 2, 1}, {"gpt2", 12, 1}, {"bert-base", 2, 1}, {"resnet1001", 0, 1},
+        {"resnet2498", 0, 1},
+    };
+    int64_t total = 0;
+
+    reseed(3);
+    for (int gi = 0; gi < 40; gi++) { /* random graphs, their exact families */
+        remat_tgraph *tg = random_tgraph(3 + (int)urand(7));
+        struct dag d;
+        struct lsets ls;
+
+        REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
+        if (!lsets_build(&d, LS_EXACT, NULL, 4000, &ls)) {
+            total += rows_vs_walk(tg, &d, &ls, "random graph");
+            lsets_fini(&ls);
+        }
+        dag_fini(&d);
+        remat_tgraph_free(tg);
+    }
+    for (size_t k = 0; k < sizeof zoo / sizeof *zoo; k++) {
+        remat_zoo_opts zo = {.batch = zoo[k].batch, .layers = zoo[k].layers};
+        remat_graph *g = NULL;
+        remat_tgraph *tg = NULL;
+        struct dag d;
+        struct lsets ls;
+
+        CHECK_OK(remat_zoo_build(zoo[k].model, &zo, NULL, &g));
+        CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
+        if (tg) {
+            REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
+            REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK);
+            total += rows_vs_walk(tg, &d, &ls, zoo[k].model);
+            lsets_fini(&ls);
+            dag_fini(&d);
+        }
+        remat_tgraph_free(tg);
+        remat_graph_free(g);
+    }
+    printf("  %lld pairs: the rows equal the walk\n", (long long)total);
+}
+
 int main(void)
 {
     RUN_TIMED(test_model_vs_sim);
     RUN_TIMED(test_min_budget);
     RUN_TIMED(test_thin);
+    RUN_TIMED(test_rows);
     return harness_end();
 }

@@ -90,6 +90,18 @@ bool dp_keep_pairs(struct dp *p)
     return true;
 }
 
+bool dp_record_pairs(struct dp *p, struct dp_pairs *rec)
+{
+    int64_t n = dp_run_pairs(p);
+
+    if (p->pc.p || p->co || n > DP_PAIRS_MAX)
+        return false;
+    if (!dp_pairs_init(rec, p->al, p->ls->n, (size_t)n, p->ls->sim != NULL))
+        return false;
+    rec->budget = p->budget;
+    return true;
+}
+
 int32_t dp_point_set(const struct dp *p, int32_t idx)
 {
     int32_t lo = 0, hi = p->ls->n - 1;
@@ -114,7 +126,7 @@ size_t dp_chain_need(const struct dp *p)
         int32_t i = dp_point_set(p, q->parent), dt;
         size_t dm, c, at, dmv;
 
-        if (!pair_block(p, i, j, &dt, &dm, &c))
+        if (!pair_block_at(p, i, j, true, &dt, &dm, &c))
             return p->budget; /* not the run's chain (cannot happen): no tighter */
         /* the state carried in plus the block's charge, and the window it must fit
          * (B/2 or B: pair_block) */

@@ -37,9 +37,10 @@ static inline int32_t quantize(const struct dp *p, double t)
 }
 
 /* Block quantities of the pair (i, j); false when the block alone breaks the budget
- * or L_i is not a subset of L_j. */
-static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t *dt, size_t *dm,
-                              size_t *c)
+ * or L_i is not a subset of L_j. one: a pair alone (a chain's), not one of a run's
+ * (dp_sim_pair_one). */
+static inline bool pair_block_at(const struct dp *p, int32_t i, int32_t j, bool one, int32_t *dt,
+                                 size_t *dm, size_t *c)
 {
     const struct lsets *ls = p->ls;
     size_t dmv = ls->m[j] - ls->m[i];
@@ -49,13 +50,19 @@ static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t 
     if (ls->sim) {
         double t;
 
-        dp_sim_pair(ls->sim, i, j, &t, dm, c);
+        (one ? dp_sim_pair_one : dp_sim_pair)(ls->sim, i, j, &t, dm, c);
         *dt = quantize(p, t);
         return *c <= p->budget;
     }
     *dt = quantize(p, block_t(p, i, j, dm, &dmv));
     *c = dp_authors_charge(ls, i, j);
     return *c <= p->budget;
+}
+
+static inline bool pair_block(const struct dp *p, int32_t i, int32_t j, int32_t *dt, size_t *dm,
+                              size_t *c)
+{
+    return pair_block_at(p, i, j, false, dt, dm, c);
 }
 
 /* The first set a block ending at L_j can start from: with the sets sorted by M(L)

@@ -80,6 +80,20 @@ static size_t step_up(size_t b, size_t top)
     return b >= top - up ? top : b + up;
 }
 
+/* With the simulator's model, whose pairs cost most, a step up at budget b records the
+ * pairs it works out (dp_record_pairs) in place of those recorded below it: the runs of
+ * the narrowing, all below the feasible step, read them instead of working them out
+ * again. False only when out of memory. */
+static bool record_at(struct dp *p, size_t b, struct dp_pairs *rec)
+{
+    dp_pairs_fini(&p->pc);
+    p->budget = b;
+    p->rec = NULL;
+    if (dp_record_pairs(p, rec))
+        p->rec = rec;
+    return true;
+}
+
 static bool bisecting(size_t lo, size_t hi)
 {
     return hi - lo > 1 && (double)(hi - lo) > 1e-5 * (double)hi;
@@ -126,6 +140,7 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
 {
     struct dp p, q;
     struct probe w = {.p = {&p, &q}};
+    struct dp_pairs rec;
     size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0, ub;
     /* a second core, where the allocator allows it and the pairs' model is not the
      * simulator's (dp_sim_pair writes its scratch) */
@@ -158,7 +173,14 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
         w.at[0] = hi;
         w.at[1] = next;
         w.n = two ? 2 : 1;
-        if ((st = probe_run(&w)))
+        if (ls->sim)
+            record_at(&p, hi, &rec);
+        st = probe_run(&w);
+        if (p.rec) {
+            p.pc = rec;
+            p.rec = NULL;
+        }
+        if (st)
             break;
         if (w.feasible[0]) {
             hi = w.need[0];

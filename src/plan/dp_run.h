@@ -36,6 +36,9 @@ struct dp {
     const int64_t *room;         /* per set (may be NULL): the most cached memory from
                                     which V can still be reached; -1 none (dp_bounds) */
     struct dp_pairs pc;          /* the usable pairs, kept (pc.p NULL: none kept) */
+    struct dp_pairs *rec;        /* NULL, or a DP_MIN_M run without kept pairs writes
+                                    there the usable pairs of each set from its first
+                                    set holding a state on (dp_record_pairs) */
     const struct dp_coarse *co;  /* NULL, or the pairs restricted from coarse to fine */
     const int64_t *lag;          /* per set (may be NULL): H_D (dp_pairs.h) */
     int64_t lag_d;               /* its D, bytes per unit of overhead */
@@ -79,6 +82,13 @@ void dp_bounds(const struct dp *p, int32_t *lb, int64_t *room);
 /* Keeps the usable pairs of p's budget in p->pc (runs at smaller budgets filter them)
  * when they number at most DP_PAIRS_MAX; false only when out of memory. */
 bool dp_keep_pairs(struct dp *p);
+/* Room in rec for the pairs a DP_MIN_M run at p's budget records (p->rec: every pair
+ * from a set of L_j's row that holds a state on, usable at the budget), when they
+ * number at most DP_PAIRS_MAX (false otherwise, or out of memory). Runs at p's budget
+ * or below need no other pairs: a set that holds a state at a budget holds one at every
+ * larger one, so the first such set of a row comes no later. After the run, rec holds
+ * them as dp_keep_pairs would keep them for those runs. */
+bool dp_record_pairs(struct dp *p, struct dp_pairs *rec);
 /* After a DP_MIN_M run that reached V: the least budget at which its chain fits (the
  * most any of its blocks needs, memory carried in included), at most p->budget. A run
  * at that budget finds a chain too, since every block of this one still fits. */

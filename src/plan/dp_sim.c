@@ -11,47 +11,11 @@
  * with per-buffer and per-node scratch stamped by an epoch so nothing is cleared.
  * Sizes: CSR arrays of the graph's touches and of the sets' boundaries.
  */
-#include "plan/dp_sim.h"
+#include "plan/dp_sim_int.h"
 #include "sched/schedule.h"
 
+#include <math.h>
 #include <string.h>
-
-/* A growable CSR: rows appended in order. */
-struct csr {
-    int32_t *at, *to;
-    size_t n_rows, n, cap;
-};
-
-struct dp_sim {
-    const remat_tgraph *tg;
-    const struct dag *d;
-    const struct lsets *ls;
-    const remat_allocator *al;
-    int32_t nbuf;
-    int32_t *owner;            /* buffer -> node owning it, -1 when not planned */
-    size_t *bytes;             /* buffer -> bytes */
-    struct csr frd, fmk, brd, bmk; /* node -> FWD reads, FWD makes, BWD reads, BWD makes */
-    struct csr rdr;            /* forward buffer -> nodes reading it */
-    struct csr gi;             /* set -> gradients of L written by a backward outside L */
-    size_t *pend;              /* set -> pend(L) */
-    /* scratch, stamped by epoch */
-    int32_t epoch;
-    int32_t *stamp, *last, *fstamp, *flast; /* per buffer */
-    bool *live, *persist;      /* per buffer, valid where stamp == epoch */
-    int32_t *nstamp, *kstamp, *need; /* per node: in the block, kept, needed */
-    int32_t *blk, *steps;      /* the block's nodes; its backward phase's steps */
-    uint64_t *row_i, *row_j;   /* the pair's two sets as dense rows (lsets_row) */
-    /* pair (i, j), i < j, at j (j - 1) / 2 + i: its quantities once worked out (the DP
-     * asks for the same pairs at each budget of its searches, twenty runs and more);
-     * NULL past MEMO_SETS sets */
-    struct pair_memo *memo;
-    size_t n_memo;
-};
-
-struct pair_memo {
-    double t;
-    size_t dm, c1; /* c1: the charge plus 1; 0 until worked out */
-};
 
 /* The most sets whose pairs are kept: 24 bytes a pair, 147 MB at most (an approximate
  * family of up to DP_SIM_MAX_NODES nodes: 1,002 sets, 12 MB; the exact families of
@@ -61,7 +25,7 @@ struct pair_memo {
 #define MEMO_SETS 3500
 _Static_assert(DP_SIM_MAX_SETS <= MEMO_SETS, "the second family's pairs are memoized");
 
-static bool csr_push(const remat_allocator *a, struct csr *c, int32_t x)
+bool dp_csr_push(const remat_allocator *a, struct csr *c, int32_t x)
 {
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 1024;
@@ -77,18 +41,18 @@ static bool csr_push(const remat_allocator *a, struct csr *c, int32_t x)
 }
 
 /* Ends row r (rows are closed in order, at has n_rows + 1 entries). */
-static void csr_row(struct csr *c, size_t r)
+void dp_csr_row(struct csr *c, size_t r)
 {
     c->at[r + 1] = (int32_t)c->n;
 }
 
-static void csr_fini(const remat_allocator *a, struct csr *c)
+void dp_csr_fini(const remat_allocator *a, struct csr *c)
 {
     core_free(a, c->at, sizeof *c->at * (c->n_rows + 1));
     core_free(a, c->to, sizeof *c->to * c->cap);
 }
 
-static bool csr_init(const remat_allocator *a, struct csr *c, size_t rows)
+bool dp_csr_init(const remat_allocator *a, struct csr *c, size_t rows)
 {
     memset(c, 0, sizeof *c);
     c->n_rows = rows;
@@ -109,12 +73,12 @@ void dp_sim_free(struct dp_sim *s)
     ns = (size_t)s->ls->n;
     core_free(a, s->owner, sizeof *s->owner * nb);
     core_free(a, s->bytes, sizeof *s->bytes * nb);
-    csr_fini(a, &s->frd);
-    csr_fini(a, &s->fmk);
-    csr_fini(a, &s->brd);
-    csr_fini(a, &s->bmk);
-    csr_fini(a, &s->rdr);
-    csr_fini(a, &s->gi);
+    dp_csr_fini(a, &s->frd);
+    dp_csr_fini(a, &s->fmk);
+    dp_csr_fini(a, &s->brd);
+    dp_csr_fini(a, &s->bmk);
+    dp_csr_fini(a, &s->rdr);
+    dp_csr_fini(a, &s->gi);
     core_free(a, s->pend, sizeof *s->pend * (ns + 1));
     core_free(a, s->stamp, sizeof *s->stamp * nb);
     core_free(a, s->last, sizeof *s->last * nb);
@@ -130,6 +94,8 @@ void dp_sim_free(struct dp_sim *s)
     core_free(a, s->row_i, sizeof *s->row_i * (size_t)s->ls->words);
     core_free(a, s->row_j, sizeof *s->row_j * (size_t)s->ls->words);
     core_free(a, s->memo, sizeof *s->memo * s->n_memo);
+    core_free(a, s->tq, sizeof *s->tq * (n + 1));
+    dp_rows_fini(s);
     core_free(a, s, sizeof *s);
 }
 
@@ -186,28 +152,28 @@ static bool build_touches(struct dp_sim *s)
 
     rd = core_calloc(a, (size_t)mt, sizeof *rd);
     mk = core_calloc(a, (size_t)mt, sizeof *mk);
-    ok = rd && mk && csr_init(a, &s->frd, n) && csr_init(a, &s->fmk, n) &&
-         csr_init(a, &s->brd, n) && csr_init(a, &s->bmk, n) &&
-         csr_init(a, &s->rdr, (size_t)s->nbuf);
+    ok = rd && mk && dp_csr_init(a, &s->frd, n) && dp_csr_init(a, &s->fmk, n) &&
+         dp_csr_init(a, &s->brd, n) && dp_csr_init(a, &s->bmk, n) &&
+         dp_csr_init(a, &s->rdr, (size_t)s->nbuf);
     for (int32_t v = 0; ok && v < d->n; v++) {
         const struct top *op = &tg->ops[d->op[v]];
 
         step_touch(tg, (remat_step){REMAT_STEP_FWD, d->op[v]}, rd, &nr, mk, &nm);
         for (int32_t k = 0; ok && k < nr; k++)
-            ok = csr_push(a, &s->frd, rd[k]);
+            ok = dp_csr_push(a, &s->frd, rd[k]);
         for (int32_t k = 0; ok && k < nm; k++)
-            ok = csr_push(a, &s->fmk, mk[k]);
+            ok = dp_csr_push(a, &s->fmk, mk[k]);
         nr = nm = 0;
         if (op->has_bwd)
             step_touch(tg, (remat_step){REMAT_STEP_BWD, d->op[v]}, rd, &nr, mk, &nm);
         for (int32_t k = 0; ok && k < nr; k++)
-            ok = csr_push(a, &s->brd, rd[k]);
+            ok = dp_csr_push(a, &s->brd, rd[k]);
         for (int32_t k = 0; ok && k < nm; k++)
-            ok = csr_push(a, &s->bmk, mk[k]);
-        csr_row(&s->frd, (size_t)v);
-        csr_row(&s->fmk, (size_t)v);
-        csr_row(&s->brd, (size_t)v);
-        csr_row(&s->bmk, (size_t)v);
+            ok = dp_csr_push(a, &s->bmk, mk[k]);
+        dp_csr_row(&s->frd, (size_t)v);
+        dp_csr_row(&s->fmk, (size_t)v);
+        dp_csr_row(&s->brd, (size_t)v);
+        dp_csr_row(&s->bmk, (size_t)v);
     }
     if (ok)
         ok = build_readers(s);
@@ -231,7 +197,7 @@ static bool build_sets(struct dp_sim *s)
     const struct lsets *ls = s->ls;
     const struct dag *d = s->d;
 
-    if (!csr_init(s->al, &s->gi, (size_t)ls->n))
+    if (!dp_csr_init(s->al, &s->gi, (size_t)ls->n))
         return false;
     s->pend = core_calloc(s->al, (size_t)ls->n + 1, sizeof *s->pend);
     if (!s->pend)
@@ -259,14 +225,32 @@ static bool build_sets(struct dp_sim *s)
                         s->stamp[g] == s->epoch)
                         continue;
                     s->stamp[g] = s->epoch;
-                    if (!csr_push(s->al, &s->gi, g))
+                    if (!dp_csr_push(s->al, &s->gi, g))
                         return false;
                 }
             }
         }
-        csr_row(&s->gi, (size_t)i);
+        dp_csr_row(&s->gi, (size_t)i);
     }
     return true;
+}
+
+/* Each node's cost as a multiple of one unit, 2^-k with k the most that keeps the sum of
+ * the costs' magnitudes below 2^61: the recomputed cost of a block is then a sum of
+ * integers, the same in whatever order it is added (the rows add and take away). */
+static void cost_units(struct dp_sim *s)
+{
+    double total = 0;
+    int k = 0;
+
+    for (int32_t v = 0; v < s->d->n; v++)
+        total += fabs(s->d->t[v]);
+    if (total > 0 && isfinite(total))
+        k = 61 - (int)ceil(log2(total)) - 1;
+    k = k > 60 ? 60 : k < -60 ? -60 : k;
+    s->tunit = ldexp(1.0, -k);
+    for (int32_t v = 0; v < s->d->n; v++)
+        s->tq[v] = isfinite(s->d->t[v]) ? (int64_t)llround(ldexp(s->d->t[v], k)) : 0;
 }
 
 remat_status dp_sim_new(const remat_tgraph *tg, const struct dag *d, const struct lsets *ls,
@@ -300,7 +284,8 @@ remat_status dp_sim_new(const remat_tgraph *tg, const struct dag *d, const struc
     s->steps = core_calloc(a, 2 * n + 1, sizeof *s->steps);
     s->row_i = core_calloc(a, (size_t)ls->words, sizeof *s->row_i);
     s->row_j = core_calloc(a, (size_t)ls->words, sizeof *s->row_j);
-    if (!s->owner || !s->bytes || !s->stamp || !s->last || !s->fstamp || !s->flast ||
+    s->tq = core_calloc(a, n + 1, sizeof *s->tq);
+    if (!s->tq || !s->owner || !s->bytes || !s->stamp || !s->last || !s->fstamp || !s->flast ||
         !s->live || !s->persist || !s->nstamp || !s->kstamp || !s->need || !s->blk ||
         !s->steps || !s->row_i || !s->row_j)
         goto nomem;
@@ -311,7 +296,8 @@ remat_status dp_sim_new(const remat_tgraph *tg, const struct dag *d, const struc
         s->owner[b] = p >= 0 ? d->node[p] : -1;
         s->bytes[b] = tgraph_buf_bytes(tg, b);
     }
-    if (!build_touches(s) || !build_sets(s))
+    cost_units(s);
+    if (!build_touches(s) || !build_sets(s) || !dp_rows_init(s))
         goto nomem;
     if (ls->n <= MEMO_SETS) {
         size_t np = (size_t)ls->n * (size_t)(ls->n - 1) / 2 + 1;
@@ -338,6 +324,7 @@ static int32_t block_nodes(struct dp_sim *s, const uint64_t *bi, const uint64_t 
     const struct dag *d = s->d;
     const remat_tgraph *tg = s->tg;
     int32_t nb = 0;
+    int64_t tq;
 
     for (int w = 0; w < s->ls->words; w++)
         for (uint64_t x = bj[w] & ~bi[w]; x; x &= x - 1) {
@@ -361,17 +348,18 @@ static int32_t block_nodes(struct dp_sim *s, const uint64_t *bi, const uint64_t 
                 s->need[d->node[p]] = s->epoch;
         }
     }
-    *t = 0;
+    tq = 0;
     for (int32_t k = nb; k-- > 0;) {
         int32_t v = s->blk[k];
 
         if (s->need[v] != s->epoch || KEPT(s, v))
             continue;
-        *t += d->t[v];
+        tq += s->tq[v];
         for (int32_t e = d->pred_at[v]; e < d->pred_at[v + 1]; e++)
             if (IN_BLOCK(s, d->pred[e]) && !KEPT(s, d->pred[e]))
                 s->need[d->pred[e]] = s->epoch;
     }
+    *t = (double)tq * s->tunit;
     return nb;
 }
 
@@ -521,7 +509,10 @@ static size_t bwd_peak(struct dp_sim *s, int32_t i, int32_t j, int32_t nb, size_
     return peak;
 }
 
-void dp_sim_pair(struct dp_sim *s, int32_t i, int32_t j, double *t, size_t *dm, size_t *c)
+/* dp_sim_pair (row: work out L_j's row where the rows are on and do not hold the pair)
+ * and dp_sim_pair_one (the rows only when they hold it). */
+static void pair_get(struct dp_sim *s, int32_t i, int32_t j, bool row, double *t, size_t *dm,
+                     size_t *c)
 {
     struct pair_memo *pm = s->memo && i < j ? &s->memo[(size_t)j * (size_t)(j - 1) / 2 +
                                                       (size_t)i] : NULL;
@@ -534,6 +525,11 @@ void dp_sim_pair(struct dp_sim *s, int32_t i, int32_t j, double *t, size_t *dm, 
         *c = pm->c1 - 1;
         return;
     }
+    if (dp_rows_pair(s, i, j, row, t, dm, c)) {
+        if (pm)
+            *pm = (struct pair_memo){*t, *dm, *c + 1};
+        return;
+    }
     s->epoch++;
     lsets_row(s->ls, i, s->row_i);
     lsets_row(s->ls, j, s->row_j);
@@ -543,4 +539,14 @@ void dp_sim_pair(struct dp_sim *s, int32_t i, int32_t j, double *t, size_t *dm, 
     *c = f > b ? f : b;
     if (pm)
         *pm = (struct pair_memo){*t, *dm, *c + 1}; /* c < SIZE_MAX: a sum of buffers */
+}
+
+void dp_sim_pair(struct dp_sim *s, int32_t i, int32_t j, double *t, size_t *dm, size_t *c)
+{
+    pair_get(s, i, j, true, t, dm, c);
+}
+
+void dp_sim_pair_one(struct dp_sim *s, int32_t i, int32_t j, double *t, size_t *dm, size_t *c)
+{
+    pair_get(s, i, j, false, t, dm, c);
 }

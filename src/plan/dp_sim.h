@@ -22,14 +22,16 @@
 
 struct dp_sim;
 
-/* A pair costs its block's walk, so past DP_SIM_MAX_NODES nodes the planners use the
- * authors' bound (ResNet-1001's least budget, 3,346 nodes, took 1.8 s with the model
- * against 0.05 s; ResNet-2498's, 8,336 nodes, 26 s), but for the DP strategies'
- * approximate family, judged by the model too at the budgets where its pairs' walks
- * number at most DP_SIM_MAX_WORK nodes (kusumoto_sim_work), when the family has at most
- * DP_SIM_MAX_SETS sets and that holds at the authors' bound's least budget (plan_dp.c,
- * struct dp_memo). */
+/* A pair costs its block's walk, or on large graphs a part of its row's (dp_sim_row.c),
+ * so past DP_SIM_MAX_NODES nodes the planners use the authors' bound, but for the DP
+ * strategies' approximate family, judged by the model too at the budgets where a run's
+ * pairs number at most DP_SIM_MAX_PAIRS when worked out by rows (about 0.3 us each here;
+ * ResNet-2498 at its least budget, 1.3 10^6 pairs, 0.4 s a pass), or where its walks
+ * visit at most DP_SIM_MAX_WORK nodes when the graph is not one the rows are exact for
+ * (then in a family of at most DP_SIM_MAX_SETS sets, whose pairs are memoized); when
+ * that holds at the authors' bound's least budget (plan_dp.c, struct dp_memo). */
 #define DP_SIM_MAX_NODES 1000
+#define DP_SIM_MAX_PAIRS ((int64_t)2500000)
 #define DP_SIM_MAX_SETS 3500
 #define DP_SIM_MAX_WORK ((int64_t)16000000)
 
@@ -41,5 +43,16 @@ void dp_sim_free(struct dp_sim *s);
 /* Block L_i -> L_j (L_i ⊊ L_j): *t the forward cost the block recomputes, *dm the
  * growth of the state, *c the block's charge above the state (see above). */
 void dp_sim_pair(struct dp_sim *s, int32_t i, int32_t j, double *t, size_t *dm, size_t *c);
+
+/* The same for one pair alone (a chain's blocks): walked where the rows do not hold it,
+ * rather than working out its row. */
+void dp_sim_pair_one(struct dp_sim *s, int32_t i, int32_t j, double *t, size_t *dm, size_t *c);
+
+/* Whether dp_sim_pair works out a pair with its whole row (dp_sim_row.c: every pair into
+ * L_j at once, the same numbers in far less time on large graphs) or walks it alone; on
+ * by default past DP_SIM_MAX_NODES. Returns whether it is on (never on a graph the rows
+ * are not exact for). */
+bool dp_sim_set_rows(struct dp_sim *s, bool on);
+bool dp_sim_rows(const struct dp_sim *s);
 
 #endif

@@ -522,6 +522,30 @@ static bool split_set(struct dp_split *s, int32_t j, int32_t t_mid)
     return true;
 }
 
+/* DP_MIN_M or DP_MIN_T without kept pairs, recording (p->rec): the usable pairs into L_j
+ * from the first set holding a state on, written down as dp_keep_pairs keeps them, and
+ * those from sets holding one relaxed. */
+static void record_row(struct dp *p, enum dp_mode mode, struct point *one, int32_t j)
+{
+    struct dp_pairs *r = p->rec;
+    int32_t i = first_start(p, j), dt;
+    size_t dm, c;
+
+    while (i < j && p->fr_n[i] == 0)
+        i++;
+    r->at[j] = r->n;
+    for (; i < j; i++) {
+        if (!pair_block(p, i, j, &dt, &dm, &c))
+            continue;
+        if (r->c)
+            r->c[r->n] = c;
+        r->p[r->n++] = (struct dp_pair){i, dt, dm};
+        if (p->fr_n[i] > 0)
+            relax_one(p, mode, one, i, j, dt, dm, c);
+    }
+    r->end[j] = r->n;
+}
+
 /*
  * Runs the DP; the states of V are those of the last set. In DP_FRONTIER mode, with lb
  * and ub given, states that cannot lead to an overhead of at most ub are dropped (and,
@@ -581,6 +605,8 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
             else if (p->pc.p || p->co)
                 for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
                     relax_one(p, mode, &a->one, i, j, dt, dm, c);
+            else if (p->rec) /* the same, writing down the row from its first state */
+                record_row(p, mode, &a->one, j);
             else /* the same, without the iterator's cost (the bisection's first runs) */
                 for (i = first_start(p, j); i < j; i++)
                     if (p->fr_n[i] > 0 && pair_block(p, i, j, &dt, &dm, &c))

@@ -96,7 +96,7 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
                 double t;
                 size_t dm, cb;
 
-                dp_sim_pair(ls->sim, prev, j, &t, &dm, &cb);
+                dp_sim_pair_one(ls->sim, prev, j, &t, &dm, &cb);
                 bound = sim_m + cb;
                 sim_m += dm;
                 sim_t += t;

@@ -47,13 +47,13 @@ struct dp_fam {
  * What the DP strategies keep between the attempts of one remat_plan (plan_memo): the
  * graph and its family f, judged by the simulator's model on graphs of up to
  * DP_SIM_MAX_NODES nodes and by the authors' bound past them. Past them, the approximate
- * family (at most DP_SIM_MAX_SETS sets) is built with the model (sm) where walking its
- * pairs at f's least budget A is affordable (DP_SIM_MAX_WORK nodes): a plan at a budget
- * B where it still is uses sm (f when sm finds no chain; for the exact strategies, whose
- * f is every lower set, the better of the two plans in the simulator), above that f. sm
- * serves every budget up to A and f every budget from A, so a plan is found at every
- * budget from the least of the two families' least budgets up. None of it depends on
- * the budget.
+ * family is built with the model (sm) where planning over it at f's least budget A is
+ * affordable (sim_affordable: its pairs worked out by rows, or walked on graphs the rows
+ * are not exact for): a plan at a budget B where it still is uses sm (f when sm finds no
+ * chain; for the exact strategies, whose f is every lower set, the better of the two
+ * plans in the simulator), above that f. sm serves every budget up to A and f every
+ * budget from A, so a plan is found at every budget from the least of the two families'
+ * least budgets up. None of it depends on the budget.
  */
 struct dp_memo {
     struct dag d;
@@ -92,11 +92,19 @@ static remat_status fam_min_budget(const struct dp_memo *m, struct dp_fam *fam,
     return st;
 }
 
+/* Whether planning over ls with the simulator's model at budget B is within its cap
+ * (dp_sim.h): with the rows, the pairs a run works out; otherwise the walks' nodes. */
+static bool sim_affordable(const struct lsets *ls, size_t budget)
+{
+    return dp_sim_rows(ls->sim) ? kusumoto_pairs(ls, budget) <= DP_SIM_MAX_PAIRS
+                                : ls->n <= DP_SIM_MAX_SETS &&
+                                      kusumoto_sim_work(ls, budget) <= DP_SIM_MAX_WORK;
+}
+
 /* The family of a plan at budget B (struct dp_memo). */
 static struct dp_fam *fam_at(struct dp_memo *m, size_t budget)
 {
-    return m->sm.ls.sim && kusumoto_sim_work(&m->sm.ls, budget) <= DP_SIM_MAX_WORK ? &m->sm
-                                                                                  : &m->f;
+    return m->sm.ls.sim && sim_affordable(&m->sm.ls, budget) ? &m->sm : &m->f;
 }
 
 /* m->sm where it is affordable (struct dp_memo), after m->f judged by the authors'
@@ -107,16 +115,15 @@ static remat_status sim_family(const remat_tgraph *tg, struct dp_memo *m,
     size_t least;
     remat_status st;
 
-    if (m->d.n <= DP_SIM_MAX_NODES || (m->exact ? m->d.n + 2 : m->f.ls.n) > DP_SIM_MAX_SETS)
+    if (m->d.n <= DP_SIM_MAX_NODES)
         return REMAT_OK;
     if ((st = fam_min_budget(m, &m->f, pg, &least)) ||
-        (st = lsets_build(&m->d, LS_APPROX, NULL, 0, &m->sm.ls)))
-        return st;
-    if (kusumoto_sim_work(&m->sm.ls, least) <= DP_SIM_MAX_WORK &&
-        !(st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)))
-        return REMAT_OK;
-    dp_fam_fini(&m->sm);
-    memset(&m->sm, 0, sizeof m->sm);
+        (st = lsets_build(&m->d, LS_APPROX, NULL, 0, &m->sm.ls)) ||
+        (st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)) ||
+        !sim_affordable(&m->sm.ls, least)) {
+        dp_fam_fini(&m->sm);
+        memset(&m->sm, 0, sizeof m->sm);
+    }
     return st;
 }
 
