@@ -117,6 +117,26 @@ int32_t dp_point_set(const struct dp *p, int32_t idx)
     return lo;
 }
 
+/* The charge of the kept pair (i, j) into *c (the rows ascend in i); false when not
+ * kept. */
+static bool kept_charge(const struct dp *p, int32_t i, int32_t j, size_t *c)
+{
+    size_t lo = p->pc.at[j], hi = p->pc.end[j];
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (p->pc.p[mid].i < i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == p->pc.end[j] || p->pc.p[lo].i != i)
+        return false;
+    *c = dp_pair_charge(&p->pc, p->ls, lo, j);
+    return true;
+}
+
 size_t dp_chain_need(const struct dp *p)
 {
     size_t need = 0;
@@ -126,7 +146,9 @@ size_t dp_chain_need(const struct dp *p)
         int32_t i = dp_point_set(p, q->parent), dt;
         size_t dm, c, at, dmv;
 
-        if (!pair_block_at(p, i, j, true, &dt, &dm, &c))
+        /* from the kept pairs when there are (then the model's scratch is not touched,
+         * and runs may share the pairs on two threads) */
+        if (!(p->pc.p && kept_charge(p, i, j, &c)) && !pair_block_at(p, i, j, true, &dt, &dm, &c))
             return p->budget; /* not the run's chain (cannot happen): no tighter */
         /* the state carried in plus the block's charge, and the window it must fit
          * (B/2 or B: pair_block) */

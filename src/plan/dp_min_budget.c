@@ -143,8 +143,9 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
     struct dp_pairs rec;
     size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0, ub;
     /* a second core, where the allocator allows it and the pairs' model is not the
-     * simulator's (dp_sim_pair writes its scratch) */
-    bool two = core_par_threads_with(d->al) > 1 && !ls->sim;
+     * simulator's (dp_sim_pair writes its scratch); under the model, once the pairs are
+     * kept (the runs and dp_chain_need read them alone) */
+    bool cores = core_par_threads_with(d->al) > 1, two = cores && !ls->sim;
     remat_status st;
 
     /* The single block {V} needs 2 M(V): feasible at top. Invariant: lo infeasible.
@@ -158,7 +159,7 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
         return st;
     if ((st = dp_init(&p, d, ls, top)))
         return st;
-    if (two && (st = dp_init(&q, d, ls, top))) {
+    if (cores && (st = dp_init(&q, d, ls, top))) {
         dp_fini(&p);
         return st;
     }
@@ -221,6 +222,7 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
             st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
             break;
         }
+        two = cores && (!ls->sim || p.pc.p);
         if (two)
             q.pc = p.pc;
         w.n = 1;
@@ -253,7 +255,7 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
         }
         REMAT_ASSERT(lo < hi); /* feasibility grows with the budget */
     }
-    if (two) {
+    if (cores) {
         memset(&q.pc, 0, sizeof q.pc); /* p's, freed with p */
         dp_fini(&q);
     }

@@ -54,6 +54,8 @@ struct dp_rows {
     struct csr ifrd, ibrd, ibmk; /* buffer -> nodes whose FWD reads, BWD reads, BWD makes it */
     struct csr gown;           /* node -> the gradient buffers it owns */
     struct csr svr;            /* node -> nodes whose backward saves a value it produces */
+    struct csr bval, bgrad;    /* set -> ∂(L)'s values no node of L reads, ∂(L)'s
+                                  gradients (build_bounds) */
 };
 
 struct dp_sim {

@@ -284,6 +284,38 @@ static bool build_owned(struct dp_sim *s)
     return ok;
 }
 
+/* Per set L: the values of ∂(L) no node of L reads (bval; live into the next block's
+ * backward when it reads them) and the gradients ∂(L)'s nodes own (bgrad; written by
+ * the next block's backward). */
+static bool build_bounds(struct dp_sim *s)
+{
+    const struct lsets *ls = s->ls;
+    struct dp_rows *R = &s->rows;
+    bool ok = dp_csr_init(s->al, &R->bval, (size_t)ls->n) &&
+              dp_csr_init(s->al, &R->bgrad, (size_t)ls->n);
+
+    for (int32_t i = 0; ok && i < ls->n; i++) {
+        for (int32_t q = ls->bd_at[i]; ok && q < ls->bd_at[i + 1]; q++) {
+            int32_t o = ls->bd[q];
+
+            for (int32_t e = s->fmk.at[o]; ok && e < s->fmk.at[o + 1]; e++) {
+                int32_t b = s->fmk.to[e];
+                bool in_i = false;
+
+                for (int32_t r = s->rdr.at[b]; r < s->rdr.at[b + 1] && !in_i; r++)
+                    in_i = lsets_has(ls, i, s->rdr.to[r]);
+                if (!in_i)
+                    ok = dp_csr_push(s->al, &R->bval, b);
+            }
+            for (int32_t e = R->gown.at[o]; ok && e < R->gown.at[o + 1]; e++)
+                ok = dp_csr_push(s->al, &R->bgrad, R->gown.to[e]);
+        }
+        dp_csr_row(&R->bval, (size_t)i);
+        dp_csr_row(&R->bgrad, (size_t)i);
+    }
+    return ok;
+}
+
 bool dp_rows_init(struct dp_sim *s)
 {
     const remat_allocator *a = s->al;
@@ -307,7 +339,7 @@ bool dp_rows_init(struct dp_sim *s)
     if (!R->bits || !R->nst || !R->nfl || !R->gst || !R->tl || !R->tr || !R->tv || !R->rt ||
         !R->rdm || !R->rc || !R->rst || !seg_init(a, &R->fw, n) || !seg_init(a, &R->bw, 2 * n) ||
         !invert(a, &s->frd, n, s->nbuf, &R->ifrd) || !invert(a, &s->brd, n, s->nbuf, &R->ibrd) ||
-        !invert(a, &s->bmk, n, s->nbuf, &R->ibmk) || !build_owned(s))
+        !invert(a, &s->bmk, n, s->nbuf, &R->ibmk) || !build_owned(s) || !build_bounds(s))
         return false;
     R->on = n > DP_SIM_MAX_NODES;
     return true;
@@ -339,6 +371,8 @@ void dp_rows_fini(struct dp_sim *s)
     dp_csr_fini(a, &R->ibmk);
     dp_csr_fini(a, &R->gown);
     dp_csr_fini(a, &R->svr);
+    dp_csr_fini(a, &R->bval);
+    dp_csr_fini(a, &R->bgrad);
 }
 
 bool dp_sim_set_rows(struct dp_sim *s, bool on)
@@ -585,7 +619,6 @@ static int32_t last_step(const struct dp_sim *s, int32_t i)
 /* The pair (i, j) with the block at L_j \ L_i: the parts that depend on i, the peaks. */
 static void row_pair(struct dp_sim *s, int32_t i)
 {
-    const struct lsets *ls = s->ls;
     struct dp_rows *R = &s->rows;
     int32_t top = R->bw.size - 1, k = 0, ls_at = last_step(s, i);
     size_t dm = R->dm, base = 0, f, b;
@@ -593,52 +626,44 @@ static void row_pair(struct dp_sim *s, int32_t i)
     for (int32_t e = s->gi.at[R->j]; e < s->gi.at[R->j + 1]; e++)
         if (!IN_B(R, s->owner[s->gi.to[e]]))
             base += s->bytes[s->gi.to[e]];
-    for (int32_t q = ls->bd_at[i]; q < ls->bd_at[i + 1]; q++) {
-        int32_t o = ls->bd[q];
+    for (int32_t e = R->bval.at[i]; e < R->bval.at[i + 1]; e++) {
+        int32_t bf = R->bval.to[e], last = -1;
+        bool in_j = false;
 
-        for (int32_t e = s->fmk.at[o]; e < s->fmk.at[o + 1]; e++) {
-            int32_t bf = s->fmk.to[e], last = -1;
-            bool in_i = false, in_j = false;
+        for (int32_t r = s->rdr.at[bf]; r < s->rdr.at[bf + 1] && !in_j; r++)
+            in_j = IN_J(R, s->rdr.to[r]);
+        if (in_j)
+            dm += s->bytes[bf];
+        for (int32_t r = R->ifrd.at[bf]; r < R->ifrd.at[bf + 1]; r++) {
+            int32_t y = R->ifrd.to[r];
 
-            for (int32_t r = s->rdr.at[bf]; r < s->rdr.at[bf + 1] && !in_i; r++) {
-                in_i = lsets_has(ls, i, s->rdr.to[r]);
-                in_j = in_j || IN_J(R, s->rdr.to[r]);
-            }
-            if (in_i)
-                continue;
-            if (in_j)
-                dm += s->bytes[bf];
-            for (int32_t r = R->ifrd.at[bf]; r < R->ifrd.at[bf + 1]; r++) {
-                int32_t y = R->ifrd.to[r];
-
-                if (IN_B(R, y) && (R->nfl[y] & ROW_NEED) && POS(R, y) > last)
-                    last = POS(R, y);
-            }
-            for (int32_t r = R->ibrd.at[bf]; r < R->ibrd.at[bf + 1]; r++) {
-                int32_t y = R->ibrd.to[r];
-
-                if (IN_B(R, y) && BWD(R, y) > last)
-                    last = BWD(R, y);
-            }
-            if (ls_at >= 0 && last >= ls_at)
-                base += s->bytes[bf];
-            else if (last >= 0)
-                pair_add(R, &k, 0, last, (int64_t)s->bytes[bf]);
+            if (IN_B(R, y) && (R->nfl[y] & ROW_NEED) && POS(R, y) > last)
+                last = POS(R, y);
         }
-        for (int32_t e = R->gown.at[o]; e < R->gown.at[o + 1]; e++) {
-            int32_t g = R->gown.to[e], first = top + 1;
+        for (int32_t r = R->ibrd.at[bf]; r < R->ibrd.at[bf + 1]; r++) {
+            int32_t y = R->ibrd.to[r];
 
-            if (R->gst[g] == R->epoch)
-                continue;
-            for (int32_t r = R->ibmk.at[g]; r < R->ibmk.at[g + 1]; r++) {
-                int32_t y = R->ibmk.to[r];
-
-                if (IN_B(R, y) && BWD(R, y) < first)
-                    first = BWD(R, y);
-            }
-            if (first <= top)
-                pair_add(R, &k, first, top, (int64_t)s->bytes[g]);
+            if (IN_B(R, y) && BWD(R, y) > last)
+                last = BWD(R, y);
         }
+        if (ls_at >= 0 && last >= ls_at)
+            base += s->bytes[bf];
+        else if (last >= 0)
+            pair_add(R, &k, 0, last, (int64_t)s->bytes[bf]);
+    }
+    for (int32_t e = R->bgrad.at[i]; e < R->bgrad.at[i + 1]; e++) {
+        int32_t g = R->bgrad.to[e], first = top + 1;
+
+        if (R->gst[g] == R->epoch)
+            continue;
+        for (int32_t r = R->ibmk.at[g]; r < R->ibmk.at[g + 1]; r++) {
+            int32_t y = R->ibmk.to[r];
+
+            if (IN_B(R, y) && BWD(R, y) < first)
+                first = BWD(R, y);
+        }
+        if (first <= top)
+            pair_add(R, &k, first, top, (int64_t)s->bytes[g]);
     }
     b = R->steps > 0 ? (size_t)pair_peak(R, k) + base : 0;
     f = s->pend[i] + (size_t)R->fw.mx[1];
