@@ -251,6 +251,66 @@ static void test_min_budget(void)
     }
 }
 
+/* The least, over the chains from L_cur to V, of what a chain needs (the most, over its
+ * blocks, of the memory carried in plus the block's charge, and the block's bytes: the
+ * window), given what the chain so far needs and carries; by depth-first search, cut
+ * where the need reaches the best found. */
+static void least_chain(struct dp_sim *sm, const struct lsets *ls, int32_t cur, size_t m,
+                        size_t need, size_t *best)
+{
+    if (need >= *best)
+        return;
+    if (cur == ls->n - 1) {
+        *best = need;
+        return;
+    }
+    for (int32_t j = cur + 1; j < ls->n; j++) {
+        double t;
+        size_t dm, c, nd;
+
+        if (ls->size[j] <= ls->size[cur] || !lsets_subset(ls, cur, j))
+            continue;
+        dp_sim_pair(sm, cur, j, &t, &dm, &c);
+        nd = m + c > need ? m + c : need;
+        nd = ls->m[j] - ls->m[cur] > nd ? ls->m[j] - ls->m[cur] : nd;
+        least_chain(sm, ls, j, m + dm, nd, best);
+    }
+}
+
+/* kusumoto_min_budget under the model (the step up recording its pairs, the least need
+ * over them, the runs that confirm it) against every chain of the exact family. */
+static void test_min_budget_exact(void)
+{
+    int n_graphs = 0;
+
+    reseed(4);
+    for (int gi = 0; gi < 80; gi++) {
+        remat_tgraph *tg = random_tgraph(3 + (int)urand(6));
+        struct dag d;
+        struct lsets ls;
+        size_t mb = 0, best = SIZE_MAX;
+
+        REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
+        if (lsets_build(&d, LS_EXACT, NULL, 120, &ls)) {
+            dag_fini(&d);
+            remat_tgraph_free(tg);
+            continue;
+        }
+        n_graphs++;
+        REMAT_ASSERT_TEST(dp_sim_new(tg, &d, &ls, &ls.sim) == REMAT_OK);
+        least_chain(ls.sim, &ls, 0, 0, 0, &best);
+        CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &mb));
+        CHECK(mb == best, "graph %d (%d sets): least budget %zu, every chain's least need %zu",
+              gi, ls.n, mb, best);
+        dp_sim_free(ls.sim);
+        lsets_fini(&ls);
+        dag_fini(&d);
+        remat_tgraph_free(tg);
+    }
+    printf("  %d graphs: the least budget is the least chain's need\n", n_graphs);
+    CHECK(n_graphs >= 40, "only %d graphs", n_graphs);
+}
+
 /* ------------------------------------- the sweep's thinned family (lsets_thin) */
 
 /*
@@ -432,6 +492,7 @@ int main(void)
 {
     RUN_TIMED(test_model_vs_sim);
     RUN_TIMED(test_min_budget);
+    RUN_TIMED(test_min_budget_exact);
     RUN_TIMED(test_thin);
     RUN_TIMED(test_rows);
     return harness_end();

@@ -94,6 +94,103 @@ static bool record_at(struct dp *p, size_t b, struct dp_pairs *rec)
     return true;
 }
 
+/* The most (m, need) points least_need keeps a set; past it the search narrows by runs. */
+#define NEED_POINTS 64
+
+/* A chain's state after a set: the memory carried, the most any block so far needed. */
+struct need_pt {
+    size_t m, need;
+};
+
+/* (m, need) into the frontier f (n points, m ascending, need strictly descending) unless
+ * a point is as good in both; the points it beats dropped. False past NEED_POINTS. */
+static bool need_insert(struct need_pt *f, int32_t *n, struct need_pt q)
+{
+    int32_t lo = 0, hi = *n, k;
+
+    while (lo < hi) { /* the first point with m > q.m */
+        int32_t mid = (lo + hi) / 2;
+
+        if (f[mid].m <= q.m)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0 && f[lo - 1].need <= q.need)
+        return true; /* as little memory carried and as little needed */
+    k = lo;
+    while (k > 0 && f[k - 1].m == q.m) /* the same m, more needed: replaced */
+        k--;
+    hi = lo;
+    while (hi < *n && f[hi].need >= q.need) /* more carried, as much needed: beaten */
+        hi++;
+    if (*n - (hi - k) + 1 > NEED_POINTS)
+        return false;
+    memmove(f + k + 1, f + hi, sizeof *f * (size_t)(*n - hi));
+    f[k] = q;
+    *n += 1 - (hi - k);
+    return true;
+}
+
+/* The least budget over the kept pairs, exactly: the least, over the chains they make,
+ * of what a chain needs (the most, over its blocks, of the memory carried in plus the
+ * block's charge, and the window the block must fit: dp_chain_need), by one pass over
+ * the sets keeping per set the chains not beaten in both the memory they carry and what
+ * they need. Every chain whose need is at most the pairs' budget uses kept pairs only,
+ * so this is the search's answer when the pairs were kept at a feasible budget. False
+ * (*out untouched) when a set holds more than NEED_POINTS such chains, or out of memory. */
+static bool least_need(struct dp *p, size_t hi, size_t *out)
+{
+    const struct lsets *ls = p->ls;
+    const struct dp_pairs *pc = &p->pc;
+    size_t n = (size_t)ls->n, best = SIZE_MAX;
+    struct need_pt *pts = core_alloc(p->al, n * NEED_POINTS * sizeof *pts);
+    int32_t *cnt = core_calloc(p->al, n, sizeof *cnt), *lb = core_alloc(p->al, n * sizeof *lb);
+    int64_t *room = core_alloc(p->al, n * sizeof *room);
+    bool ok = pts && cnt && lb && room;
+
+    /* at hi (a chain's need), the most memory a state may carry and still finish */
+    if (ok) {
+        p->budget = hi;
+        dp_bounds(p, lb, room);
+    }
+
+    if (ok) {
+        pts[0] = (struct need_pt){0, 0};
+        cnt[0] = 1;
+    }
+    for (int32_t j = 1; ok && j < ls->n; j++) {
+        struct need_pt *f = pts + (size_t)j * NEED_POINTS;
+
+        for (size_t e = pc->at[j]; ok && e < pc->end[j]; e++) {
+            const struct dp_pair *q = &pc->p[e];
+            const struct need_pt *fi = pts + (size_t)q->i * NEED_POINTS;
+            size_t c = dp_pair_charge(pc, ls, e, j), dmv = ls->m[j] - ls->m[q->i];
+
+            dmv = ls->sim ? dmv : 2 * dmv;
+            for (int32_t k = 0; ok && k < cnt[q->i]; k++) {
+                struct need_pt r = {fi[k].m + q->dm, fi[k].need};
+
+                r.need = fi[k].m + c > r.need ? fi[k].m + c : r.need;
+                r.need = dmv > r.need ? dmv : r.need;
+                if (r.need <= hi && room[j] >= 0 &&
+                    (room[j] == INT64_MAX || r.m <= (size_t)room[j]))
+                    ok = need_insert(f, &cnt[j], r);
+            }
+        }
+    }
+    for (int32_t k = 0; ok && k < cnt[n - 1]; k++)
+        best = pts[(n - 1) * NEED_POINTS + (size_t)k].need < best
+                   ? pts[(n - 1) * NEED_POINTS + (size_t)k].need : best;
+    if (ok && best != SIZE_MAX)
+        *out = best;
+    core_free(p->al, pts, n * NEED_POINTS * sizeof *pts);
+    core_free(p->al, cnt, n * sizeof *cnt);
+    core_free(p->al, lb, n * sizeof *lb);
+    core_free(p->al, room, n * sizeof *room);
+    return ok && best != SIZE_MAX;
+}
+
 static bool bisecting(size_t lo, size_t hi)
 {
     return hi - lo > 1 && (double)(hi - lo) > 1e-5 * (double)hi;
@@ -141,7 +238,7 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
     struct dp p, q;
     struct probe w = {.p = {&p, &q}};
     struct dp_pairs rec;
-    size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0, ub;
+    size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0, ub, least;
     /* a second core, where the allocator allows it and the pairs' model is not the
      * simulator's (dp_sim_pair writes its scratch); under the model, once the pairs are
      * kept (the runs and dp_chain_need read them alone) */
@@ -200,6 +297,33 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
     }
     if (hi > top)
         hi = top;
+    /* Under the model, from the pairs the feasible step recorded: the least budget at
+     * once (least_need), confirmed by a run there that finds a chain needing that much
+     * and one a byte below that finds none (side by side on two cores); else the
+     * narrowing goes on from what the runs found. */
+    if (!st && ls->sim && p.pc.p && p.pc.budget >= hi && least_need(&p, hi, &least) &&
+        least <= hi && least > lo + 1) {
+        two = cores;
+        q.pc = p.pc;
+        w.at[0] = least;
+        w.at[1] = least - 1;
+        w.n = two ? 2 : 1;
+        if (!(st = probe_run(&w)) && w.n == 1) {
+            bool f0 = w.feasible[0];
+            size_t n0 = w.need[0];
+
+            w.at[0] = least - 1;
+            st = probe_run(&w);
+            w.feasible[1] = w.feasible[0];
+            w.feasible[0] = f0;
+            w.need[0] = n0;
+        }
+        if (!st && w.feasible[0]) {
+            hi = w.need[0] < hi ? w.need[0] : hi;
+            if (!w.feasible[1])
+                lo = least - 1;
+        }
+    }
     /* Narrowing: lo infeasible, hi a found chain's need (or top). A feasible run lowers
      * hi to what its chain needs, at most its budget, and so lands on the least budget
      * itself once a run falls between it and the next chain's need. Within hi / PIN_AT,
