@@ -8,6 +8,7 @@
 #include "plan/dp_sim.h"
 #include "plan/planners.h"
 
+#include <math.h>
 #include <string.h>
 
 /* What plan_dp asks of each DP run. */
@@ -108,22 +109,45 @@ static struct dp_fam *fam_at(struct dp_memo *m, size_t budget)
 }
 
 /* m->sm where it is affordable (struct dp_memo), after m->f judged by the authors'
- * bound (past DP_SIM_MAX_NODES; the caller checks the options). */
+ * bound (past DP_SIM_MAX_NODES; the caller checks the options). With the rows, a family
+ * whose pairs at A pass DP_SIM_FAMILY_PAIRS is thinned to about that many (lsets_thin:
+ * its chains are chains of the family, and the pairs within a window grow about as the
+ * square of its sets). */
 static remat_status sim_family(const remat_tgraph *tg, struct dp_memo *m,
                                const struct dp_progress *pg)
 {
+    struct lsets th;
     size_t least;
+    int64_t pairs;
+    int32_t keep;
     remat_status st;
 
     if (m->d.n <= DP_SIM_MAX_NODES)
         return REMAT_OK;
     if ((st = fam_min_budget(m, &m->f, pg, &least)) ||
         (st = lsets_build(&m->d, LS_APPROX, NULL, 0, &m->sm.ls)) ||
-        (st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)) ||
-        !sim_affordable(&m->sm.ls, least)) {
-        dp_fam_fini(&m->sm);
-        memset(&m->sm, 0, sizeof m->sm);
+        (st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)))
+        goto drop;
+    if (!dp_sim_rows(m->sm.ls.sim)) {
+        if (sim_affordable(&m->sm.ls, least))
+            return REMAT_OK;
+        goto drop;
     }
+    if ((pairs = kusumoto_pairs(&m->sm.ls, least)) <= DP_SIM_FAMILY_PAIRS)
+        return REMAT_OK;
+    keep = (int32_t)(m->sm.ls.n * sqrt((double)DP_SIM_FAMILY_PAIRS / (double)pairs) * 0.9);
+    dp_sim_free(m->sm.ls.sim);
+    m->sm.ls.sim = NULL;
+    if (keep < 3 || (st = lsets_thin(&m->d, &m->sm.ls, keep, &th)))
+        goto drop;
+    lsets_fini(&m->sm.ls);
+    m->sm.ls = th;
+    if (!(st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)) &&
+        sim_affordable(&m->sm.ls, least))
+        return REMAT_OK;
+drop:
+    dp_fam_fini(&m->sm);
+    memset(&m->sm, 0, sizeof m->sm);
     return st;
 }
 
