@@ -92,76 +92,12 @@ static void seg_add(struct seg *g, int32_t l, int32_t r, int64_t v)
     }
 }
 
-/* The largest entry in [l, r]: down from the root to where l and r part, then along
- * l's path (the right siblings it passes lie inside) and r's (the left ones). */
-static int64_t seg_max(const struct seg *g, int32_t l, int32_t r)
+/* The largest entry of node x's range [xl, xr] from l on (acc: what its ancestors
+ * add): one path down to l, with the right siblings it passes. */
+static int64_t seg_from(const struct seg *g, int32_t x, int32_t xl, int32_t xr, int32_t l,
+                        int64_t acc)
 {
-    int32_t x = 1, xl = 0, xr = g->size - 1;
-    int64_t acc = 0, best;
-
-    for (;;) {
-        int32_t mid = xl + (xr - xl) / 2;
-
-        if (l == xl && r == xr)
-            return acc + g->mx[x];
-        acc += g->ad[x];
-        if (r <= mid) {
-            x = 2 * x;
-            xr = mid;
-        } else if (l > mid) {
-            x = 2 * x + 1;
-            xl = mid + 1;
-        } else {
-            break;
-        }
-    }
-    best = INT64_MIN;
-    {   /* [l, mid] in the left child: a suffix of it */
-        int32_t y = 2 * x, yl = xl, yr = xl + (xr - xl) / 2;
-        int64_t a = acc;
-
-        while (l != yl) {
-            int32_t mid = yl + (yr - yl) / 2;
-
-            a += g->ad[y];
-            if (l <= mid) {
-                best = a + g->mx[2 * y + 1] > best ? a + g->mx[2 * y + 1] : best;
-                y = 2 * y;
-                yr = mid;
-            } else {
-                y = 2 * y + 1;
-                yl = mid + 1;
-            }
-        }
-        best = a + g->mx[y] > best ? a + g->mx[y] : best;
-    }
-    {   /* [mid + 1, r] in the right child: a prefix of it */
-        int32_t y = 2 * x + 1, yl = xl + (xr - xl) / 2 + 1, yr = xr;
-        int64_t a = acc;
-
-        while (r != yr) {
-            int32_t mid = yl + (yr - yl) / 2;
-
-            a += g->ad[y];
-            if (r > mid) {
-                best = a + g->mx[2 * y] > best ? a + g->mx[2 * y] : best;
-                y = 2 * y + 1;
-                yl = mid + 1;
-            } else {
-                y = 2 * y;
-                yr = mid;
-            }
-        }
-        best = a + g->mx[y] > best ? a + g->mx[y] : best;
-    }
-    return best;
-}
-
-/* The largest entry in [l, size): one path down to l, the right siblings it passes. */
-static int64_t seg_suffix_max(const struct seg *g, int32_t l)
-{
-    int32_t x = 1, xl = 0, xr = g->size - 1;
-    int64_t acc = 0, best = INT64_MIN;
+    int64_t best = INT64_MIN;
 
     while (l != xl) {
         int32_t mid = xl + (xr - xl) / 2;
@@ -177,6 +113,61 @@ static int64_t seg_suffix_max(const struct seg *g, int32_t l)
         }
     }
     return acc + g->mx[x] > best ? acc + g->mx[x] : best;
+}
+
+/* The same up to r: one path down to r, with the left siblings it passes. */
+static int64_t seg_upto(const struct seg *g, int32_t x, int32_t xl, int32_t xr, int32_t r,
+                        int64_t acc)
+{
+    int64_t best = INT64_MIN;
+
+    while (r != xr) {
+        int32_t mid = xl + (xr - xl) / 2;
+
+        acc += g->ad[x];
+        if (r > mid) {
+            best = acc + g->mx[2 * x] > best ? acc + g->mx[2 * x] : best;
+            x = 2 * x + 1;
+            xl = mid + 1;
+        } else {
+            x = 2 * x;
+            xr = mid;
+        }
+    }
+    return acc + g->mx[x] > best ? acc + g->mx[x] : best;
+}
+
+/* The largest entry in [l, r]: down from the root to where l and r part, then l's path
+ * in the left child and r's in the right. */
+static int64_t seg_max(const struct seg *g, int32_t l, int32_t r)
+{
+    int32_t x = 1, xl = 0, xr = g->size - 1, mid;
+    int64_t acc = 0, a, b;
+
+    for (;;) {
+        mid = xl + (xr - xl) / 2;
+        if (l == xl && r == xr)
+            return acc + g->mx[x];
+        acc += g->ad[x];
+        if (r <= mid) {
+            x = 2 * x;
+            xr = mid;
+        } else if (l > mid) {
+            x = 2 * x + 1;
+            xl = mid + 1;
+        } else {
+            break;
+        }
+    }
+    a = seg_from(g, 2 * x, xl, mid, l, acc);
+    b = seg_upto(g, 2 * x + 1, mid + 1, xr, r, acc);
+    return a > b ? a : b;
+}
+
+/* The largest entry in [l, size). */
+static int64_t seg_suffix_max(const struct seg *g, int32_t l)
+{
+    return seg_from(g, 1, 0, g->size - 1, l, 0);
 }
 
 /* The inverse of node -> buffer CSR c: buffer -> nodes (each node once per touch). */
