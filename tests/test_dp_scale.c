@@ -153,7 +153,8 @@ static struct dp_out plan_one(const remat_tgraph *tg, remat_strategy s, size_t t
  * The DPs' least peaks are at most Chen's (the issue's measure: with the authors' bound
  * alone they were 0.566 GB against chen-greedy's 0.490 on GPT-2-48, 78 MB against 56 on
  * ResNet-1001), and the exact DPs' at most the approximate ones'; a byte below the
- * least budget is refused; at budgets from it to past where the model stops being
+ * least budget is refused; at each of Chen's least peaks approx-tc recomputes at most
+ * what Chen's plan does; at budgets from it to past where the model stops being
  * affordable every budget gets a plan within it, with at most the recomputation of the
  * authors' bound's plan at that budget, and past that point the authors' bound's plan
  * itself; within the model's reach, exact-tc's plan recomputes at most what approx-tc's
@@ -202,6 +203,16 @@ static void past_limit(const char *model, int layers, int n_budgets, bool exact)
     below = plan_one(tg, REMAT_STRATEGY_APPROX_TC, res + tc.budget - 1, false);
     CHECK(below.st == REMAT_ERR_INFEASIBLE, "%s: a byte below the least budget: %s", model,
           remat_status_name(below.st));
+    /* at each of Chen's least peaks, approx-tc recomputes at most what Chen's plan does */
+    for (int k = 0; k < 2; k++) {
+        const struct dp_out *ch = k ? &gr : &sq;
+        struct dp_out at = plan_one(tg, REMAT_STRATEGY_APPROX_TC, res + ch->peak, false);
+
+        CHECK(!at.st && at.peak <= ch->peak && at.overhead <= ch->overhead,
+              "%s: at %s's peak %zu (overhead %.4f): approx-tc %s, peak %zu, overhead %.4f",
+              model, k ? "chen-greedy" : "chen-sqrtn", ch->peak, ch->overhead,
+              remat_status_name(at.st), at.peak, at.overhead);
+    }
     /* the first budget (doubling from the least) past which the model is not affordable,
      * or (every pair within the cap) twice the least */
     all = 2 * ls.m[ls.n - 1] + 1;
