@@ -160,15 +160,22 @@ static struct dp_out plan_one(const remat_tgraph *tg, remat_strategy s, size_t t
  * itself; within the model's reach, exact-tc's plan recomputes at most what approx-tc's
  * and exact-tc's with the authors' bound do (GPT-2-48).
  */
+/* Whether the model no longer plans at budget b (plan_dp.c, fam_at): A the authors'
+ * bound's least budget, ls the family with the model. */
+static bool past_reach(const struct lsets *ls, size_t A, size_t b)
+{
+    return kusumoto_pairs(ls, b) > (b > A + A / 10 ? DP_SIM_WIDE_PAIRS : DP_SIM_MAX_PAIRS);
+}
+
 static void past_limit(const char *model, int layers, int n_budgets, bool exact)
 {
     remat_zoo_opts zo = {.batch = 1, .layers = layers};
     remat_graph *g = NULL;
     remat_tgraph *tg = NULL;
     struct dag d;
-    struct lsets ls;
+    struct lsets ls, au;
     struct dp_out tc, mc, etc, emc, sq, gr, below;
-    size_t res, top, all;
+    size_t res, top, all, A = 0;
     int n_past = 0;
 
     CHECK_OK(remat_zoo_build(model, &zo, NULL, &g));
@@ -178,6 +185,11 @@ static void past_limit(const char *model, int layers, int n_budgets, bool exact)
     REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
     REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK);
     REMAT_ASSERT_TEST(dp_sim_new(tg, &d, &ls, &ls.sim) == REMAT_OK);
+    /* the authors' bound's least budget A (plan_dp.c: the model past 1.1 A only while a
+     * run's pairs number at most DP_SIM_WIDE_PAIRS) */
+    REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &au) == REMAT_OK);
+    CHECK_OK(kusumoto_min_budget(&d, &au, NULL, &A));
+    lsets_fini(&au);
     CHECK(d.n > DP_SIM_MAX_NODES && dp_sim_rows(ls.sim), "%s: %d nodes, rows %d", model, d.n,
           dp_sim_rows(ls.sim));
     res = remat_tgraph_resident_bytes(tg);
@@ -216,7 +228,7 @@ static void past_limit(const char *model, int layers, int n_budgets, bool exact)
     /* the first budget (doubling from the least) past which the model is not affordable,
      * or (every pair within the cap) twice the least */
     all = 2 * ls.m[ls.n - 1] + 1;
-    for (top = 2 * tc.budget; top < all && kusumoto_pairs(&ls, top) <= DP_SIM_MAX_PAIRS; top *= 2)
+    for (top = 2 * tc.budget; top < all && !past_reach(&ls, A, top); top *= 2)
         ;
     if (top >= all)
         top = 2 * tc.budget;
@@ -224,7 +236,7 @@ static void past_limit(const char *model, int layers, int n_budgets, bool exact)
         size_t b = tc.budget + (top + top / 2 - tc.budget) / (size_t)n_budgets * (size_t)k;
         struct dp_out m = plan_one(tg, REMAT_STRATEGY_APPROX_TC, res + b, false);
         struct dp_out a = plan_one(tg, REMAT_STRATEGY_APPROX_TC, res + b, true);
-        bool past = kusumoto_pairs(&ls, b) > DP_SIM_MAX_PAIRS;
+        bool past = past_reach(&ls, A, b);
 
         n_past += past;
         CHECK_OR(!m.st && m.peak <= b, continue, "%s, budget %zu: %s, peak %zu", model, b,

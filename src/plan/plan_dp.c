@@ -52,7 +52,10 @@ struct dp_fam {
  * affordable (sim_affordable: its pairs worked out by rows, or walked on graphs the rows
  * are not exact for): a plan at a budget B where it still is uses sm (f when sm finds no
  * chain; for the exact strategies, whose f is every lower set, the better of the two
- * plans in the simulator), above that f. sm serves every budget up to A and f every
+ * plans in the simulator), above that f. With the rows, past 1.1 A only while a run's
+ * pairs stay within DP_SIM_WIDE_PAIRS: there the authors' bound's plans are mostly as
+ * good (ResNet-2498 from 1.25 A: the same plans, 2.4-4.5 s instead of 0.8-1.9), and the
+ * model's time-centric search costs 1-4 us a pair. sm serves every budget up to A and f every
  * budget from A, so a plan is found at every budget from the least of the two families'
  * least budgets up. None of it depends on the budget.
  */
@@ -105,14 +108,21 @@ static bool sim_affordable(const struct lsets *ls, size_t budget)
 /* The family of a plan at budget B (struct dp_memo). */
 static struct dp_fam *fam_at(struct dp_memo *m, size_t budget)
 {
-    return m->sm.ls.sim && sim_affordable(&m->sm.ls, budget) ? &m->sm : &m->f;
+    const struct lsets *ls = &m->sm.ls;
+
+    if (!ls->sim)
+        return &m->f;
+    if (dp_sim_rows(ls->sim) && budget > m->f.min_b + m->f.min_b / 10)
+        return kusumoto_pairs(ls, budget) <= DP_SIM_WIDE_PAIRS ? &m->sm : &m->f;
+    return sim_affordable(ls, budget) ? &m->sm : &m->f;
 }
 
 /* m->sm where it is affordable (struct dp_memo), after m->f judged by the authors'
- * bound (past DP_SIM_MAX_NODES; the caller checks the options). With the rows, a family
- * whose pairs at A pass DP_SIM_FAMILY_PAIRS is thinned to about that many (lsets_thin:
- * its chains are chains of the family, and the pairs within a window grow about as the
- * square of its sets). */
+ * bound (past DP_SIM_MAX_NODES; the caller checks the options). A family whose pairs at
+ * A pass DP_SIM_FAMILY_PAIRS is thinned to about that many first (lsets_thin: its chains
+ * are chains of the family, and the pairs within a window grow about as the square of
+ * its sets), for the rows; where the graph is not one they are exact for, the whole
+ * family with the walks' cap. */
 static remat_status sim_family(const remat_tgraph *tg, struct dp_memo *m,
                                const struct dp_progress *pg)
 {
@@ -120,30 +130,29 @@ static remat_status sim_family(const remat_tgraph *tg, struct dp_memo *m,
     size_t least;
     int64_t pairs;
     int32_t keep;
+    bool thinned = false;
     remat_status st;
 
     if (m->d.n <= DP_SIM_MAX_NODES)
         return REMAT_OK;
     if ((st = fam_min_budget(m, &m->f, pg, &least)) ||
-        (st = lsets_build(&m->d, LS_APPROX, NULL, 0, &m->sm.ls)) ||
-        (st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)))
+        (st = lsets_build(&m->d, LS_APPROX, NULL, 0, &m->sm.ls)))
         goto drop;
-    if (!dp_sim_rows(m->sm.ls.sim)) {
-        if (sim_affordable(&m->sm.ls, least))
-            return REMAT_OK;
-        goto drop;
+    /* the pairs within a window of A bytes, as a run under the model visits them (its
+     * window is the budget, the authors' bound's half of it) */
+    pairs = kusumoto_pairs(&m->sm.ls, least > SIZE_MAX / 2 ? SIZE_MAX : 2 * least);
+    if (pairs > DP_SIM_FAMILY_PAIRS) {
+        keep = (int32_t)(m->sm.ls.n * sqrt((double)DP_SIM_FAMILY_PAIRS / (double)pairs) * 0.9);
+        if (keep < 3 || (st = lsets_thin(&m->d, &m->sm.ls, keep, &th)))
+            goto drop;
+        lsets_fini(&m->sm.ls);
+        m->sm.ls = th;
+        thinned = true;
     }
-    if ((pairs = kusumoto_pairs(&m->sm.ls, least)) <= DP_SIM_FAMILY_PAIRS)
-        return REMAT_OK;
-    keep = (int32_t)(m->sm.ls.n * sqrt((double)DP_SIM_FAMILY_PAIRS / (double)pairs) * 0.9);
-    dp_sim_free(m->sm.ls.sim);
-    m->sm.ls.sim = NULL;
-    if (keep < 3 || (st = lsets_thin(&m->d, &m->sm.ls, keep, &th)))
+    if ((st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)))
         goto drop;
-    lsets_fini(&m->sm.ls);
-    m->sm.ls = th;
-    if (!(st = dp_sim_new(tg, &m->d, &m->sm.ls, &m->sm.ls.sim)) &&
-        sim_affordable(&m->sm.ls, least))
+    if (dp_sim_rows(m->sm.ls.sim) ? sim_affordable(&m->sm.ls, least)
+                                  : !thinned && sim_affordable(&m->sm.ls, least))
         return REMAT_OK;
 drop:
     dp_fam_fini(&m->sm);
