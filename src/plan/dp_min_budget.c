@@ -83,15 +83,13 @@ static size_t step_up(size_t b, size_t top)
 /* With the simulator's model, whose pairs cost most, a step up at budget b records the
  * pairs it works out (dp_record_pairs) in place of those recorded below it: the runs of
  * the narrowing, all below the feasible step, read them instead of working them out
- * again. False only when out of memory. */
-static bool record_at(struct dp *p, size_t b, struct dp_pairs *rec)
+ * again. Where they would pass DP_PAIRS_MAX (or memory runs out) the step records none
+ * and the narrowing works its pairs out as before. */
+static void record_at(struct dp *p, size_t b, struct dp_pairs *rec)
 {
     dp_pairs_fini(&p->pc);
     p->budget = b;
-    p->rec = NULL;
-    if (dp_record_pairs(p, rec))
-        p->rec = rec;
-    return true;
+    p->rec = dp_record_pairs(p, rec) ? rec : NULL;
 }
 
 /* The most (m, need) points least_need keeps a set; past it the search narrows by runs. */
@@ -153,9 +151,6 @@ static bool least_need(struct dp *p, size_t hi, size_t *out)
     if (ok) {
         p->budget = hi;
         dp_bounds(p, lb, room);
-    }
-
-    if (ok) {
         pts[0] = (struct need_pt){0, 0};
         cnt[0] = 1;
     }
