@@ -13,6 +13,9 @@
  *   memory-centric schedule for the same keep set, and with a cap, above it exactly
  *   when the schedule is.
  *
+ * - plan_hybrid below its least budget: what it says it needs, against its least budget.
+ * - hybrid's sweep restricted from coarse to fine against the flat sweep (GPT-2-48).
+ *
  * Schedules: `none` and lower_keep of random keep sets (speed- and memory-centric) on
  * zoo graphs (ResNet-18, DenseNet-121, U-Net, GPT-2 of 2 layers), each at random
  * bandwidths, compute rates and copy slowdowns. Seed: REMAT_SEED, printed.
@@ -213,11 +216,93 @@ static void test_bases(void)
           t.with_copies);
 }
 
+/* plan_hybrid below its least budget L (what it gives at budget min, the least peak any
+ * base reaches with offload) says it needs L, where remat_plan's fit goes next; at L it
+ * plans within L. */
+static void test_needs(void)
+{
+    static const struct {
+        const char *net;
+        remat_zoo_opts zo;
+    } nets[] = {{"resnet18", {.batch = 1}}, {"gpt2", {.batch = 1, .layers = 2, .seq_len = 64}}};
+
+    for (size_t k = 0; k < sizeof nets / sizeof nets[0]; k++) {
+        remat_tgraph *tg = zoo(nets[k].net, &nets[k].zo);
+        remat_plan_opts o = {.strategy = REMAT_STRATEGY_HYBRID, .budget_min = true};
+        remat_plan_info info = {0};
+        remat_schedule *s = NULL;
+        size_t least = 0, b, peak = 0;
+        remat_status st;
+
+        if (!tg || !ok(plan_hybrid(tg, &o, &least, &s, &info, NULL)))
+            goto next;
+        remat_schedule_free(s);
+        s = NULL;
+        o.budget_min = false;
+        b = least - 1;
+        memset(&info, 0, sizeof info);
+        st = plan_hybrid(tg, &o, &b, &s, &info, NULL);
+        CHECK(st == REMAT_ERR_INFEASIBLE && info.activation_budget_bytes == least,
+              "%s: at %zu bytes, one below its least %zu: %s, says it needs %zu", nets[k].net,
+              b, least, remat_status_name(st), info.activation_budget_bytes);
+        remat_schedule_free(s);
+        s = NULL;
+        b = least;
+        if (ok(plan_hybrid(tg, &o, &b, &s, &info, NULL)) && ok(planner_sim_peak(tg, s, &peak)))
+            CHECK(peak <= least, "%s: at its least %zu bytes it peaks at %zu", nets[k].net,
+                  least, peak);
+    next:
+        remat_schedule_free(s);
+        remat_tgraph_free(tg);
+    }
+}
+
+/* Hybrid's sweep restricted from coarse to fine (the default past 1,000 nodes) against the
+ * flat sweep on GPT-2 of 48 layers (1,783 nodes): at budgets from its least to twice that
+ * total, each plan's simulated step no slower than the flat sweep's (equal where
+ * measured: docs/planners.md, "Seventeenth round"). */
+static void test_sweep_coarse(void)
+{
+    remat_zoo_opts zo = {.batch = 1, .layers = 48};
+    remat_tgraph *tg = zoo("gpt2", &zo);
+    remat_plan_opts o = {.strategy = REMAT_STRATEGY_HYBRID, .budget_min = true};
+    remat_plan_info pi;
+    remat_schedule *s = NULL;
+    size_t least = 0;
+
+    if (!tg || !ok(remat_plan(tg, &o, &s, &pi)))
+        goto out;
+    least = pi.total_bytes;
+    o.budget_min = false;
+    for (int k = 0; k < 3; k++) {
+        remat_sim_result r[2];
+        bool done = true;
+
+        o.budget_bytes = least + least / 2 * (size_t)k;
+        for (int flat = 0; flat < 2; flat++) {
+            remat_schedule_free(s);
+            s = NULL;
+            hybrid_set_sweep_coarse(!flat);
+            done = done && ok(remat_plan(tg, &o, &s, &pi)) && ok(remat_sim_run(tg, s, &r[flat]));
+        }
+        hybrid_set_sweep_coarse(true);
+        if (done)
+            CHECK(r[0].total_seconds <= r[1].total_seconds,
+                  "at %zu bytes: %.6f s a step with the coarse sweep, %.6f flat", o.budget_bytes,
+                  r[0].total_seconds, r[1].total_seconds);
+    }
+out:
+    remat_schedule_free(s);
+    remat_tgraph_free(tg);
+}
+
 int main(void)
 {
     const char *env = getenv("REMAT_SEED");
 
     seed = env && *env ? strtoull(env, NULL, 0) : 20261125u;
     RUN(test_bases);
+    RUN(test_needs);
+    RUN(test_sweep_coarse);
     return harness_end();
 }

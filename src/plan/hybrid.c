@@ -194,7 +194,12 @@ remat_status hybrid_mc_runs(const remat_tgraph *tg, const struct dag *d, const b
 
 /* The time-centric chains at N_SWEEP budgets from lo to hi (geometric), each run of the
  * DP a job of its own (core_par_run: they are independent and the slowest, ResNet-2498's
- * sweep 0.55 of 1.0 s), lowered and added in budget order. */
+ * sweep 0.55 of 1.0 s), lowered and added in budget order. Past DP_SIM_MAX_NODES nodes
+ * the runs above the least budget join long blocks from coarse sets only (dp_coarse.h,
+ * coarse_at 1): the same simulated step time on the four graphs measured at five budgets
+ * each (docs/planners.md, "Seventeenth round"), the sweep 0.9 -> 0.3 s on ResNet-1001;
+ * the run at the least budget, where a narrow window loses plans to the restriction,
+ * visits every pair. */
 struct sweep {
     const struct dag *d;
     const struct lsets *ls[N_SWEEP];
@@ -209,13 +214,21 @@ struct sweep {
  * s), so that the cheap ones fill in around them on two cores. */
 static const int sweep_order[N_SWEEP] = {3, 4, 2, 5, 1, 6, 0, 7};
 
+static bool sweep_coarse = true; /* hybrid_set_sweep_coarse */
+
+void hybrid_set_sweep_coarse(bool on)
+{
+    sweep_coarse = on;
+}
+
 static void sweep_job(void *ctx, int k)
 {
     struct sweep *w = ctx;
     int j = sweep_order[k];
+    int64_t coarse_at = sweep_coarse && j > 0 && w->d->n > DP_SIM_MAX_NODES; /* 1 or 0 */
 
-    core_job_err_note(&w->err[j], kusumoto_plan(w->d, w->ls[j], false, w->at[j], 0, NULL,
-                                                &w->c[j], &w->res[j]));
+    core_job_err_note(&w->err[j], kusumoto_plan(w->d, w->ls[j], false, w->at[j], coarse_at,
+                                                NULL, &w->c[j], &w->res[j]));
 }
 
 static remat_status sweep(const remat_tgraph *tg, const struct dag *d, const struct lsets *ls,
@@ -488,6 +501,8 @@ remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_
             if ((peak != SIZE_MAX || !(st = least_peak(tg, o, bp->s[i], &peak))))
                 least = peak < least ? peak : least;
         }
+        if (!st)
+            info->activation_budget_bytes = least; /* what it needs: plan_fit goes there */
         if (!st)
             st = REMAT_FAIL(REMAT_ERR_INFEASIBLE, "hybrid: no plan fits an activation budget "
                             "of %zu bytes; the least peak it reaches is %zu bytes%s", target,

@@ -16,4 +16,9 @@
 remat_status hybrid_mc_runs(const remat_tgraph *tg, const struct dag *d, const bool *kept,
                             int64_t cap, int64_t *runs);
 
+/* Whether hybrid's sweep (hybrid.c) restricts its runs above the least budget from coarse
+ * to fine past DP_SIM_MAX_NODES nodes (the default, true) or visits every pair (false:
+ * the flat sweep it is judged by, for tests). Not thread-safe: set it before planning. */
+void hybrid_set_sweep_coarse(bool on);
+
 #endif
