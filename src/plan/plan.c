@@ -171,6 +171,17 @@ static const planner_fn planners[] = {
 };
 _Static_assert(REMAT_ARRAY_LEN(planners) == REMAT_STRATEGY_COUNT, "a planner per strategy");
 
+/* The last attempt that packed: its finished schedule (the strategy's steps, with the
+ * kernels chosen and the arena's limit), the kernels' cap, its simulated peak and the
+ * layout's figures. A strategy asked for a little less often gives the same plan (hybrid
+ * between its bases, a DP whose chain fits both budgets): that plan is then not given
+ * kernels and packed again (GPT-2-1000's hybrid plan: 0.4 s a packing). */
+struct last_try {
+    remat_schedule *done;
+    size_t cap, plan_peak, peak; /* the peak before the kernels' choice and after */
+    remat_plan_info info;
+};
+
 /* What every attempt shares: the options, the kernels' rule and the time spent. */
 struct planning {
     const remat_tgraph *tg;
@@ -179,7 +190,70 @@ struct planning {
     int32_t force;         /* the kernels' rule (algos.h) */
     size_t reserve;        /* the largest least scratch of an op under that rule */
     bool least;            /* budget min */
+    struct last_try *last; /* NULL: none kept */
 };
+
+/* Whether s, as the strategy gave it, is the last attempt's plan at the same cap. */
+static bool last_same(const struct planning *p, const remat_schedule *s, size_t cap)
+{
+    const struct last_try *l = p->last;
+
+    return l && l->done && l->cap == cap && l->done->n == s->n &&
+           !memcmp(l->done->steps, s->steps, sizeof *s->steps * s->n);
+}
+
+/* Keeps a copy of the finished schedule s as the last attempt (none when out of memory:
+ * the next attempt then packs as before). */
+static void last_keep(const struct planning *p, const remat_schedule *s, size_t cap,
+                      size_t plan_peak, size_t peak, const remat_plan_info *info)
+{
+    struct last_try *l = p->last;
+
+    if (!l)
+        return;
+    remat_schedule_free(l->done);
+    l->done = NULL;
+    if (!schedule_copy(s, &l->done)) {
+        l->cap = cap;
+        l->plan_peak = plan_peak;
+        l->peak = peak;
+        l->info = *info;
+    }
+}
+
+/* The last attempt's result for its plan again, asked at activation budget act (or its
+ * least, least): refused when its peak passes act; else its finished schedule in *out
+ * (the strategy's copy freed) and the layout's figures in info beside what the strategy
+ * filled in. */
+static remat_status reuse(const struct planning *p, bool least, size_t act,
+                          remat_schedule **out, remat_plan_info *info, size_t *peak_out)
+{
+    const struct last_try *l = p->last;
+    remat_status st;
+
+    remat_schedule_free(*out);
+    *out = NULL;
+    if (!least && l->plan_peak > act) {
+        info->activation_budget_bytes = l->plan_peak;
+        return REMAT_FAIL(REMAT_ERR_INFEASIBLE, "%s: the plan's simulated peak of %zu bytes "
+                          "is above the activation budget of %zu bytes",
+                          remat_strategy_name(p->o.strategy), l->plan_peak, act);
+    }
+    if ((st = schedule_copy(l->done, out)))
+        return st;
+    info->n_algo_choices = l->info.n_algo_choices;
+    info->n_algo_fastest = l->info.n_algo_fastest;
+    info->n_moves = l->info.n_moves;
+    info->moved_bytes = l->info.moved_bytes;
+    info->arena_bytes = l->info.arena_bytes;
+    info->host_arena_bytes = l->info.host_arena_bytes;
+    info->total_bytes = l->info.total_bytes;
+    info->activation_budget_bytes = least ? l->peak : act;
+    info->feasible = true;
+    if (peak_out)
+        *peak_out = l->peak;
+    return REMAT_OK;
+}
 
 /*
  * Lays out a plan. With a budget (cap below SIZE_MAX), its arena is held near the bytes
@@ -221,7 +295,7 @@ static remat_status attempt(const struct planning *p, bool least, size_t act, si
 {
     const remat_tgraph *tg = p->tg;
     remat_plan_opts o = p->o;
-    size_t budget = least ? SIZE_MAX / 4 : act, peak;
+    size_t budget = least ? SIZE_MAX / 4 : act, peak, plan_peak;
     struct layout lay;
     remat_status st;
 
@@ -233,6 +307,8 @@ static remat_status attempt(const struct planning *p, bool least, size_t act, si
         goto fail;
     if (!is_dp(o.strategy) && (st = planner_finish(tg, out)))
         goto fail;
+    if (last_same(p, *out, cap)) /* as packed before */
+        return reuse(p, least, act, out, info, peak_out);
     /* every plan is measured by the simulator; a plan above its budget is refused */
     if ((st = planner_sim_peak(tg, *out, &peak)))
         goto fail;
@@ -243,6 +319,7 @@ static remat_status attempt(const struct planning *p, bool least, size_t act, si
                         remat_strategy_name(o.strategy), peak, act);
         goto fail;
     }
+    plan_peak = peak;
     if (o.algos &&
         ((st = algos_choose(tg, o.algos, p->force, least ? 0 : cap, *out,
                             &info->n_algo_choices, &info->n_algo_fastest)) ||
@@ -262,6 +339,7 @@ static remat_status attempt(const struct planning *p, bool least, size_t act, si
     info->feasible = true;
     if (peak_out)
         *peak_out = peak;
+    last_keep(p, *out, cap, plan_peak, peak, info);
     return REMAT_OK;
 fail:
     remat_schedule_free(*out);
@@ -425,7 +503,8 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
 {
     remat_plan_info dummy;
     struct plan_memo memo = {0};
-    struct planning p = {tg, {0}, &memo, ALGO_FIT, 0, false};
+    struct last_try last = {0};
+    struct planning p = {tg, {0}, &memo, ALGO_FIT, 0, false, &last};
     size_t B;
     double t0 = core_seconds();
     remat_status st;
@@ -465,6 +544,7 @@ remat_status remat_plan(const remat_tgraph *tg, const remat_plan_opts *o, remat_
     else if ((st = plan_fit(&p, B, out, info)) == REMAT_ERR_INFEASIBLE)
         st = refuse(&p, B);
     plan_memo_fini(&memo);
+    remat_schedule_free(last.done);
     info->plan_seconds = core_seconds() - t0;
     if (st)
         return st;
