@@ -21,9 +21,15 @@
  *   (thirds) and one on one core (halves): on the same two graphs, and on ResNet-2498,
  *   both find the same budget (the allocator of the caller's makes it serial), at which
  *   the memory-centric DP finds a chain, and a byte below which it finds none.
+ * - The packer's first-level splits (pack_split.c) run as jobs with the C library's
+ *   allocator and one after another with the caller's: on the instances of hybrid's
+ *   least-budget plans of DenseNet-121 and ResNet-152, where the passes and the search
+ *   end above the load (so the splits run), the same offsets and end.
  */
 #include "harness.h"
 #include "core/core.h"
+#include "mem/layout.h"
+#include "mem/pack_run.h"
 #include "plan/kusumoto.h"
 
 #include <stdatomic.h>
@@ -304,6 +310,50 @@ static void test_min_budget_threads(void)
     }
 }
 
+static void test_pack_threads(void)
+{
+    static const char *nets[] = {"densenet121", "resnet152"};
+    const remat_allocator al = {plain, NULL};
+
+    for (size_t k = 0; k < LEN(nets); k++) {
+        remat_zoo_opts zo = {.batch = 1};
+        remat_graph *g = NULL;
+        remat_tgraph *tg = NULL;
+        remat_schedule *s = NULL;
+        struct layout lay = {0};
+        struct instance *a = NULL, *b = NULL;
+        size_t n, end[2] = {0, 0}, load = 0;
+
+        REMAT_ASSERT_TEST(!remat_zoo_build(nets[k], &zo, NULL, &g) &&
+                          !remat_tgraph_from_graph(g, NULL, &tg));
+        if (!(s = hybrid(tg, 0)))
+            goto next;
+        CHECK_OR(!layout_build(tg, s, 64, &lay), goto next, "%s", remat_errmsg());
+        n = lay.n_inst;
+        a = calloc(n, sizeof *a);
+        b = calloc(n, sizeof *b);
+        REMAT_ASSERT_TEST(a && b);
+        memcpy(a, lay.inst, n * sizeof *a);
+        memcpy(b, lay.inst, n * sizeof *b);
+        CHECK(!pack_run(NULL, a, n, 64, NULL, &load, 0, NULL, SIZE_MAX) &&
+                  !layout_pack(NULL, a, n, 64, &end[0]) && !layout_pack(&al, b, n, 64, &end[1]),
+              "%s: %s", nets[k], remat_errmsg());
+        CHECK(end[0] > load, "%s: packed to the load %zu: the splits did not run", nets[k], load);
+        CHECK(end[0] == end[1], "%s: split on threads to %zu, in one to %zu", nets[k], end[0],
+              end[1]);
+        for (size_t i = 0; i < n; i++)
+            CHECK_OR(a[i].offset == b[i].offset, break, "%s: instance %zu at %zu on threads, "
+                     "%zu in one", nets[k], i, a[i].offset, b[i].offset);
+    next:
+        free(a);
+        free(b);
+        layout_fini(&lay);
+        remat_schedule_free(s);
+        remat_tgraph_free(tg);
+        remat_graph_free(g);
+    }
+}
+
 int main(void)
 {
     RUN(test_par_run);
@@ -311,5 +361,6 @@ int main(void)
     RUN(test_team);
     RUN(test_hybrid_threads);
     RUN(test_min_budget_threads);
+    RUN(test_pack_threads);
     return harness_end();
 }
