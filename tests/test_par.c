@@ -8,7 +8,7 @@
  *   and in one thread with an allocator of the caller's: on ResNet-1001 (whose sweep
  *   runs on both the full and the thinned family of lower sets) and GPT-2 with 48
  *   layers, at --budget min and at a budget between, the two plans are the same step
- *   for step.
+ *   for step (at min, the bases' least peaks with offload are jobs too).
  * - core_team_run: 20,000 rounds of two parts, uneven either way and some after the
  *   helper has gone to sleep; after each round both parts' writes are there and each
  *   part ran once. No team starts inside core_par_run's jobs (two at once would take
