@@ -21,10 +21,11 @@
  *   (thirds) and one on one core (halves): on the same two graphs, and on ResNet-2498,
  *   both find the same budget (the allocator of the caller's makes it serial), at which
  *   the memory-centric DP finds a chain, and a byte below which it finds none.
- * - The packer's first-level splits (pack_split.c) run as jobs with the C library's
- *   allocator and one after another with the caller's: on the instances of hybrid's
- *   least-budget plans of DenseNet-121 and ResNet-152, where the passes and the search
- *   end above the load (so the splits run), the same offsets and end.
+ * - The packer's splits (pack_split.c), whose searches are worked out beforehand as jobs
+ *   with the C library's allocator and as the splits meet them with the caller's: on the
+ *   instances of hybrid's least-budget plans of DenseNet-121 and ResNet-152, where the
+ *   passes and the search end above the load (so the splits run), the same offsets and
+ *   end.
  */
 #include "harness.h"
 #include "core/core.h"

@@ -24,18 +24,68 @@ static const struct {
     bool fill;
 } splits[] = {{1000, false}, {300, true}, {100, true}, {30, true}};
 
+/* The levels of splits: a split's large ones are split again once (pack). */
+#define SPLIT_DEPTH 2
+
 /* The large ones of every split, at every depth, are the instances of at least some
  * size in their first order: nested sets, each told by its count. Packed once per
  * (count, depth) in one layout_pack (a split's splits meet the same sets again; the
  * largest of ResNet-2498's hybrid plan four times): the offsets kept here. */
 #define PACK_MEMO 16
+
+/* A search (pack_run within SEARCH_WORK) worked out beforehand: of the large ones of a
+ * set (large; told by their count n, as above), or of the small ones of a set of parent
+ * instances (the sizes from one threshold up to another: told by both counts). */
+struct pack_pre {
+    size_t parent, n, end;
+    bool large;
+    struct instance *inst; /* the set, its offsets as searched */
+};
+
+#define PACK_PRE 48
 struct pack_memo {
     struct pack_kept { size_t n, end, *off; int depth; } e[PACK_MEMO];
     int n;
+    struct pack_pre pre[PACK_PRE]; /* filled before the splits, then only read */
+    int n_pre;
 };
 
+static void memo_fini(const remat_allocator *al, struct pack_memo *pm)
+{
+    for (int k = 0; k < pm->n; k++)
+        core_free(al, pm->e[k].off, pm->e[k].n * sizeof *pm->e[k].off + 1);
+    for (int k = 0; k < pm->n_pre; k++)
+        core_free(al, pm->pre[k].inst, pm->pre[k].n * sizeof *pm->pre[k].inst + 1);
+    pm->n = pm->n_pre = 0;
+}
+
+static struct pack_pre *pre_find(struct pack_memo *pm, size_t parent, size_t n, bool large)
+{
+    for (int k = 0; pm && k < pm->n_pre; k++)
+        if (pm->pre[k].n == n && pm->pre[k].large == large &&
+            (large || pm->pre[k].parent == parent))
+            return &pm->pre[k];
+    return NULL;
+}
+
+/* The search on inst (n of them): worked out beforehand when the memo has it. */
+static remat_status search(const remat_allocator *al, struct instance *inst, size_t n,
+                           size_t align, size_t *end, struct pack_memo *pm, size_t parent,
+                           bool large)
+{
+    const struct pack_pre *q = pre_find(pm, parent, n, large);
+
+    if (!q)
+        return pack_run(al, inst, n, align, inst, end, SEARCH_WORK, NULL, SIZE_MAX);
+    for (size_t i = 0; i < n; i++)
+        inst[i].offset = q->inst[i].offset;
+    *end = q->end;
+    return REMAT_OK;
+}
+
 static remat_status pack(const remat_allocator *al, struct instance *inst, size_t n,
-                         size_t align, size_t *end, int depth, struct pack_memo *pm);
+                         size_t align, size_t *end, int depth, struct pack_memo *pm,
+                         bool large);
 
 /* pack on the n_large large ones of a split, through the memo. */
 static remat_status pack_large(const remat_allocator *al, struct instance *tmp,
@@ -52,7 +102,7 @@ static remat_status pack_large(const remat_allocator *al, struct instance *tmp,
             *end = pm->e[k].end;
             return REMAT_OK;
         }
-    if ((st = pack(al, tmp, n_large, align, end, depth, pm)) || pm->n == PACK_MEMO ||
+    if ((st = pack(al, tmp, n_large, align, end, depth, pm, true)) || pm->n == PACK_MEMO ||
         !(off = core_alloc(al, n_large * sizeof *off + 1)))
         return st; /* not kept (the memo full, or no memory): packed again if met again */
     for (size_t i = 0; i < n_large; i++)
@@ -61,13 +111,14 @@ static remat_status pack_large(const remat_allocator *al, struct instance *tmp,
     return REMAT_OK;
 }
 
-/* One split: tmp holds the n_large large instances, then the small ones; their offsets
- * packed there (in tmp's order) and *e their end. */
-static remat_status split_run(const remat_allocator *al, size_t n, size_t align,
-                              struct instance *tmp, size_t n_large, bool fill, size_t *fixed,
-                              size_t *e, int depth, struct pack_memo *pm)
+/* One split: tmp holds the n_large large instances, then the small ones; from[k] is
+ * tmp[k]'s index in inst. */
+static remat_status pack_split(const remat_allocator *al, struct instance *inst, size_t n,
+                               size_t align, struct instance *tmp, const size_t *from,
+                               size_t n_large, bool fill, size_t *fixed, size_t *end,
+                               int depth, struct pack_memo *pm)
 {
-    size_t e_large = 0, e_small = 0;
+    size_t e_large = 0, e_small = 0, e;
     remat_status st = pack_large(al, tmp, n_large, align, &e_large, depth + 1, pm);
 
     if (st)
@@ -75,146 +126,181 @@ static remat_status split_run(const remat_allocator *al, size_t n, size_t align,
     if (fill) {
         for (size_t k = 0; k < n; k++)
             fixed[k] = k < n_large ? tmp[k].offset : NONE;
-        return pack_run(al, tmp, n, align, tmp, e, 0, fixed, SIZE_MAX);
+        if ((st = pack_run(al, tmp, n, align, tmp, &e, 0, fixed, SIZE_MAX)))
+            return st;
+    } else {
+        if ((st = search(al, tmp + n_large, n - n_large, align, &e_small, pm, n, false)))
+            return st;
+        for (size_t k = n_large; k < n; k++)
+            tmp[k].offset += e_large;
+        e = e_large + e_small;
     }
-    if ((st = pack_run(al, tmp + n_large, n - n_large, align, tmp + n_large, &e_small,
-                       SEARCH_WORK, NULL, SIZE_MAX)))
-        return st;
-    for (size_t k = n_large; k < n; k++)
-        tmp[k].offset += e_large;
-    *e = e_large + e_small;
+    if (e < *end) {
+        for (size_t k = 0; k < n; k++)
+            inst[from[k]].offset = tmp[k].offset;
+        *end = e;
+    }
     return REMAT_OK;
 }
 
-/* A split's arrays: tmp (the large instances first, by threshold), from (tmp[k]'s index
- * in inst), fixed (split_run's scratch), its memo and its end once run. */
-struct split_job {
-    struct instance *tmp;
-    size_t *from, *fixed, n_large, e;
-    bool fill;
-    struct pack_memo memo;
-    struct core_job_err err;
-};
-
-/* Orders inst into j (large ones first) for the threshold cut; false when the split
- * leaves only one kind. */
-static bool split_sort(const struct instance *inst, size_t n, size_t cut, struct split_job *j)
+/* Orders inst (n) into tmp, the ones of at least cut bytes first (from[k]: tmp[k]'s index
+ * in inst); their count. */
+static size_t split_sort(const struct instance *inst, size_t n, size_t cut,
+                         struct instance *tmp, size_t *from)
 {
-    size_t k = 0;
+    size_t k = 0, n_large = 0;
 
-    j->n_large = 0;
     for (int small = 0; small < 2; small++) /* the large ones first */
         for (size_t i = 0; i < n; i++)
             if ((inst[i].bytes < cut) == (bool)small) {
-                j->from[k] = i;
-                j->tmp[k++] = inst[i];
-                j->n_large += !small;
+                from[k] = i;
+                tmp[k++] = inst[i];
+                n_large += !small;
             }
-    return j->n_large > 0 && j->n_large < n;
+    return n_large;
 }
 
-static void memo_fini(const remat_allocator *al, struct pack_memo *pm)
+/* Notes the search of set (n of them) as one to work out beforehand, a copy of it, unless
+ * noted already or the list is full; false only when out of memory. */
+static bool pre_add(const remat_allocator *al, struct pack_memo *pm, const struct instance *set,
+                    size_t n, size_t parent, bool large)
 {
-    for (int k = 0; k < pm->n; k++)
-        core_free(al, pm->e[k].off, pm->e[k].n * sizeof *pm->e[k].off + 1);
-    pm->n = 0;
+    struct pack_pre *q;
+
+    if (n == 0 || pre_find(pm, parent, n, large) || pm->n_pre == PACK_PRE)
+        return true;
+    q = &pm->pre[pm->n_pre];
+    if (!(q->inst = core_alloc(al, n * sizeof *q->inst + 1)))
+        return false;
+    memcpy(q->inst, set, n * sizeof *set);
+    q->n = n;
+    q->parent = parent;
+    q->large = large;
+    q->end = 0;
+    pm->n_pre++;
+    return true;
 }
 
-/* The first-level splits side by side (pack_splits): each job on its own arrays and memo
- * (a memo only saves packing a set again: the offsets are the same either way). */
-struct split_lanes {
+/* The first level's splits and theirs, the sets whose searches they run: the large ones
+ * of each split (depth 1) and of each of their splits (depth 2), the small ones of the
+ * splits that pack them apart. */
+static remat_status pre_plan(const remat_allocator *al, const struct instance *inst, size_t n,
+                             size_t align, size_t load, struct pack_memo *pm)
+{
+    struct instance *tmp = core_calloc(al, n, sizeof *tmp), *sub = core_calloc(al, n, sizeof *sub);
+    size_t *from = core_calloc(al, n, sizeof *from);
+    remat_status st = REMAT_OK;
+
+    if (!tmp || !sub || !from)
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
+    for (size_t q = 0; q < REMAT_ARRAY_LEN(splits) && !st; q++) {
+        size_t a = split_sort(inst, n, load / splits[q].per, tmp, from), load_a = 0;
+
+        if (a == 0 || a == n)
+            continue;
+        if (!pre_add(al, pm, tmp, a, n, true) ||
+            (!splits[q].fill && !pre_add(al, pm, tmp + a, n - a, n, false))) {
+            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
+            break;
+        }
+        if (SPLIT_DEPTH < 2 ||
+            (st = pack_run(al, tmp, a, align, NULL, &load_a, 0, NULL, SIZE_MAX)))
+            continue;
+        for (size_t r = 0; r < REMAT_ARRAY_LEN(splits); r++) {
+            size_t b = split_sort(tmp, a, load_a / splits[r].per, sub, from);
+
+            if (b == 0 || b == a)
+                continue;
+            if (!pre_add(al, pm, sub, b, a, true) ||
+                (!splits[r].fill && !pre_add(al, pm, sub + b, a - b, a, false))) {
+                st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
+                break;
+            }
+        }
+    }
+    core_free(al, tmp, n * sizeof *tmp);
+    core_free(al, sub, n * sizeof *sub);
+    core_free(al, from, n * sizeof *from);
+    return st;
+}
+
+struct pre_jobs {
     const remat_allocator *al;
-    size_t n, align;
-    struct split_job *job;
+    size_t align;
+    struct pack_memo *pm;
+    struct core_job_err err[PACK_PRE];
 };
 
-static void split_job_run(void *ctx, int q)
+static void pre_job(void *ctx, int k)
 {
-    struct split_lanes *l = ctx;
-    struct split_job *j = &l->job[q];
+    struct pre_jobs *w = ctx;
+    struct pack_pre *q = &w->pm->pre[k];
 
-    core_job_err_note(&j->err, split_run(l->al, l->n, l->align, j->tmp, j->n_large, j->fill,
-                                         j->fixed, &j->e, 0, &j->memo));
+    core_job_err_note(&w->err[k], pack_run(w->al, q->inst, q->n, w->align, q->inst, &q->end,
+                                           SEARCH_WORK, NULL, SIZE_MAX));
 }
 
-/* Tries every split of `splits` whose threshold leaves both kinds, in order, each kept
- * where it ends lower, until one meets the load. The first level's (depth 0) run as jobs
- * on the cores when there are two or more; the result is the serial one. Each job packs
- * the sets of its own second level, which in one thread the later splits read from the
- * memo (the same sets, told by their counts), so two cores do about 1.9 times the work:
- * hybrid at `--budget min`, whose two packings are most of it, 0.92 -> 0.85 s on
- * ResNet-152 and 1.16 -> 0.95 s on DenseNet-121 (best of five). */
+/* The searches the splits below the first level would run, worked out beforehand as jobs
+ * on the cores (each on its own copy of its set: the same offsets as a search where the
+ * splits meet it); false where there is one core or none to run. */
+static remat_status pre_search(const remat_allocator *al, const struct instance *inst,
+                               size_t n, size_t align, size_t load, struct pack_memo *pm)
+{
+    struct pre_jobs w = {al, align, pm, {{0}}};
+    remat_status st = REMAT_OK;
+    int threads = core_par_threads_with(al);
+
+    if (threads < 2 || (st = pre_plan(al, inst, n, align, load, pm)) || pm->n_pre < 2)
+        return st;
+    core_par_run(pm->n_pre, threads, pre_job, &w);
+    for (int k = 0; k < pm->n_pre; k++) {
+        if (st)
+            core_job_err_clear(&w.err[k]);
+        else
+            st = core_job_err_raise(&w.err[k]);
+    }
+    return st;
+}
+
+/* Tries every split of `splits` whose threshold leaves both kinds. The searches of the
+ * first level's splits and of theirs are worked out beforehand on the cores (pre_search:
+ * the sets they meet, the large ones told by their counts as in the memo); the splits
+ * then run as in one thread, reading them. */
 static remat_status pack_splits(const remat_allocator *al, struct instance *inst, size_t n,
                                 size_t align, size_t load, size_t *end, int depth,
                                 struct pack_memo *pm)
 {
-    enum { NS = REMAT_ARRAY_LEN(splits) };
-    struct split_job job[NS];
-    struct split_lanes l = {al, n, align, job};
-    int threads = depth == 0 ? core_par_threads_with(al) : 1, n_job = 0, q = 0;
+    struct instance *tmp = core_calloc(al, n, sizeof *tmp);
+    size_t *from = core_calloc(al, n, sizeof *from), *fixed = core_calloc(al, n, sizeof *fixed);
     remat_status st = REMAT_OK;
 
-    memset(job, 0, sizeof job);
-    for (int k = 0; k < (threads > 1 ? NS : 1) && !st; k++) {
-        job[k].tmp = core_calloc(al, n, sizeof *job[k].tmp);
-        job[k].from = core_calloc(al, n, sizeof *job[k].from);
-        job[k].fixed = core_calloc(al, n, sizeof *job[k].fixed);
-        if (!job[k].tmp || !job[k].from || !job[k].fixed)
-            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
-    }
-    if (!st && threads > 1) {
-        /* the splits that leave both kinds, each sorted into its own job */
-        for (int k = 0; k < NS; k++) {
-            struct split_job *j = &job[n_job];
+    if (!tmp || !from || !fixed)
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
+    if (!st && depth == 0)
+        st = pre_search(al, inst, n, align, load, pm);
+    for (size_t q = 0; q < REMAT_ARRAY_LEN(splits) && !st && *end > load; q++) {
+        size_t n_large = split_sort(inst, n, load / splits[q].per, tmp, from);
 
-            j->fill = splits[k].fill;
-            n_job += split_sort(inst, n, load / splits[k].per, j);
-        }
-        core_par_run(n_job, threads, split_job_run, &l);
-        for (int k = 0; k < n_job && !st; k++)
-            st = core_job_err_raise(&job[k].err);
+        if (n_large > 0 && n_large < n)
+            st = pack_split(al, inst, n, align, tmp, from, n_large, splits[q].fill, fixed,
+                            end, depth, pm);
     }
-    for (int k = 0; k < NS && !st && *end > load; k++) {
-        struct split_job *j = &job[threads > 1 ? q : 0];
-        size_t e = 0;
-
-        if (threads > 1) { /* run: taken in order */
-            if (q == n_job)
-                break;
-            e = job[q++].e;
-        } else if (split_sort(inst, n, load / splits[k].per, j)) {
-            j->fill = splits[k].fill;
-            if ((st = split_run(al, n, align, j->tmp, j->n_large, j->fill, j->fixed, &e, depth,
-                                pm)))
-                break;
-        } else {
-            continue;
-        }
-        if (e < *end) {
-            for (size_t i = 0; i < n; i++)
-                inst[j->from[i]].offset = j->tmp[i].offset;
-            *end = e;
-        }
-    }
-    for (int k = 0; k < NS; k++) {
-        core_free(al, job[k].tmp, n * sizeof *job[k].tmp);
-        core_free(al, job[k].from, n * sizeof *job[k].from);
-        core_free(al, job[k].fixed, n * sizeof *job[k].fixed);
-        memo_fini(al, &job[k].memo);
-        core_job_err_clear(&job[k].err);
-    }
+    core_free(al, tmp, n * sizeof *tmp);
+    core_free(al, from, n * sizeof *from);
+    core_free(al, fixed, n * sizeof *fixed);
     return st;
 }
 
 /* The passes and the search; then, where they end above the load, the splits, whose
  * large ones are packed the same way (to SPLIT_DEPTH levels). */
-#define SPLIT_DEPTH 2
 
 static remat_status pack(const remat_allocator *al, struct instance *inst, size_t n,
-                         size_t align, size_t *end, int depth, struct pack_memo *pm)
+                         size_t align, size_t *end, int depth, struct pack_memo *pm,
+                         bool large)
 {
     size_t load = 0;
-    remat_status st = pack_run(al, inst, n, align, inst, end, SEARCH_WORK, NULL, SIZE_MAX);
+    remat_status st = large ? search(al, inst, n, align, end, pm, 0, true)
+                            : pack_run(al, inst, n, align, inst, end, SEARCH_WORK, NULL, SIZE_MAX);
 
     if (!st && depth < SPLIT_DEPTH &&
         !(st = pack_run(al, inst, n, align, NULL, &load, 0, NULL, SIZE_MAX)) &&
@@ -235,7 +321,7 @@ remat_status layout_pack(const remat_allocator *al, struct instance *inst, size_
                          size_t align, size_t *end)
 {
     struct pack_memo pm = {.n = 0};
-    remat_status st = pack(al, inst, n, align, end, 0, &pm);
+    remat_status st = pack(al, inst, n, align, end, 0, &pm, false);
 
     memo_fini(al, &pm);
     return st;
