@@ -181,84 +181,102 @@ static bool pre_add(const remat_allocator *al, struct pack_memo *pm, const struc
     return true;
 }
 
-/* The first level's splits and theirs, the sets whose searches they run: the large ones
- * of each split (depth 1) and of each of their splits (depth 2), the small ones of the
- * splits that pack them apart. */
-static remat_status pre_plan(const remat_allocator *al, const struct instance *inst, size_t n,
-                             size_t align, size_t load, struct pack_memo *pm)
+/* Notes the sets of set's (n of them, in tmp) split at cut whose searches the split runs:
+ * its large ones and, packed apart, its small ones (from: scratch); false only when out
+ * of memory. */
+static bool pre_split(const remat_allocator *al, struct pack_memo *pm,
+                      const struct instance *set, size_t n, size_t cut, bool fill,
+                      struct instance *tmp, size_t *from)
 {
-    struct instance *tmp = core_calloc(al, n, sizeof *tmp), *sub = core_calloc(al, n, sizeof *sub);
-    size_t *from = core_calloc(al, n, sizeof *from);
-    remat_status st = REMAT_OK;
+    size_t a = split_sort(set, n, cut, tmp, from);
 
-    if (!tmp || !sub || !from)
-        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
-    for (size_t q = 0; q < REMAT_ARRAY_LEN(splits) && !st; q++) {
-        size_t a = split_sort(inst, n, load / splits[q].per, tmp, from), load_a = 0;
-
-        if (a == 0 || a == n)
-            continue;
-        if (!pre_add(al, pm, tmp, a, n, true) ||
-            (!splits[q].fill && !pre_add(al, pm, tmp + a, n - a, n, false))) {
-            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
-            break;
-        }
-        if (SPLIT_DEPTH < 2 ||
-            (st = pack_run(al, tmp, a, align, NULL, &load_a, 0, NULL, SIZE_MAX)))
-            continue;
-        for (size_t r = 0; r < REMAT_ARRAY_LEN(splits); r++) {
-            size_t b = split_sort(tmp, a, load_a / splits[r].per, sub, from);
-
-            if (b == 0 || b == a)
-                continue;
-            if (!pre_add(al, pm, sub, b, a, true) ||
-                (!splits[r].fill && !pre_add(al, pm, sub + b, a - b, a, false))) {
-                st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
-                break;
-            }
-        }
-    }
-    core_free(al, tmp, n * sizeof *tmp);
-    core_free(al, sub, n * sizeof *sub);
-    core_free(al, from, n * sizeof *from);
-    return st;
+    return a == 0 || a == n ||
+           (pre_add(al, pm, tmp, a, n, true) &&
+            (fill || pre_add(al, pm, tmp + a, n - a, n, false)));
 }
 
 struct pre_jobs {
     const remat_allocator *al;
     size_t align;
     struct pack_memo *pm;
+    int first; /* the entries from here are this round's */
     struct core_job_err err[PACK_PRE];
 };
 
 static void pre_job(void *ctx, int k)
 {
     struct pre_jobs *w = ctx;
-    struct pack_pre *q = &w->pm->pre[k];
+    struct pack_pre *q = &w->pm->pre[w->first + k];
 
     core_job_err_note(&w->err[k], pack_run(w->al, q->inst, q->n, w->align, q->inst, &q->end,
                                            SEARCH_WORK, NULL, SIZE_MAX));
 }
 
-/* The searches the splits below the first level would run, worked out beforehand as jobs
- * on the cores (each on its own copy of its set: the same offsets as a search where the
- * splits meet it); false where there is one core or none to run. */
+/* Runs the searches of the entries from first on, as jobs. */
+static remat_status pre_run(struct pre_jobs *w, int first, int threads)
+{
+    remat_status st = REMAT_OK;
+    int n = w->pm->n_pre - first;
+
+    w->first = first;
+    memset(w->err, 0, sizeof w->err);
+    core_par_run(n, threads, pre_job, w);
+    for (int k = 0; k < n; k++) {
+        if (st)
+            core_job_err_clear(&w->err[k]);
+        else
+            st = core_job_err_raise(&w->err[k]);
+    }
+    return st;
+}
+
+/*
+ * The searches the splits below the first level will run, worked out beforehand as jobs
+ * on the cores (each on its own copy of its set: the same offsets as the search the
+ * splits would run there), in two rounds as the splits need them: the large ones of each
+ * first-level split and the small ones packed apart; then, of each of those large sets
+ * whose search ended above its load (so that its own splits run), its splits' sets. Only
+ * what a first-level split after one that meets the load would have searched is done for
+ * nothing. Nothing where there is one core.
+ */
 static remat_status pre_search(const remat_allocator *al, const struct instance *inst,
                                size_t n, size_t align, size_t load, struct pack_memo *pm)
 {
-    struct pre_jobs w = {al, align, pm, {{0}}};
+    struct pre_jobs w = {al, align, pm, 0, {{0}}};
+    int threads = core_par_threads_with(al), ones;
+    struct instance *tmp;
+    size_t *from;
     remat_status st = REMAT_OK;
-    int threads = core_par_threads_with(al);
 
-    if (threads < 2 || (st = pre_plan(al, inst, n, align, load, pm)) || pm->n_pre < 2)
-        return st;
-    core_par_run(pm->n_pre, threads, pre_job, &w);
-    for (int k = 0; k < pm->n_pre; k++) {
-        if (st)
-            core_job_err_clear(&w.err[k]);
-        else
-            st = core_job_err_raise(&w.err[k]);
+    if (threads < 2)
+        return REMAT_OK;
+    tmp = core_calloc(al, n, sizeof *tmp);
+    from = core_calloc(al, n, sizeof *from);
+    if (!tmp || !from)
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
+    for (size_t q = 0; q < REMAT_ARRAY_LEN(splits) && !st; q++)
+        if (!pre_split(al, pm, inst, n, load / splits[q].per, splits[q].fill, tmp, from))
+            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
+    if (!st)
+        st = pre_run(&w, 0, threads);
+    ones = pm->n_pre;
+    for (int k = 0; k < ones && !st && SPLIT_DEPTH > 1; k++) {
+        const struct pack_pre *e = &pm->pre[k];
+        size_t load_e = 0;
+
+        if (!e->large ||
+            (st = pack_run(al, e->inst, e->n, align, NULL, &load_e, 0, NULL, SIZE_MAX)) ||
+            e->end <= load_e)
+            continue;
+        for (size_t r = 0; r < REMAT_ARRAY_LEN(splits) && !st; r++)
+            if (!pre_split(al, pm, pm->pre[k].inst, pm->pre[k].n, load_e / splits[r].per,
+                           splits[r].fill, tmp, from))
+                st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory packing %zu instances", n);
     }
+    if (!st && pm->n_pre > ones)
+        st = pre_run(&w, ones, threads);
+    core_free(al, tmp, n * sizeof *tmp);
+    core_free(al, from, n * sizeof *from);
     return st;
 }
 
