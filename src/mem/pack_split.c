@@ -237,7 +237,9 @@ static remat_status pre_run(struct pre_jobs *w, int first, int threads)
  * first-level split and the small ones packed apart; then, of each of those large sets
  * whose search ended above its load (so that its own splits run), its splits' sets. Only
  * what a first-level split after one that meets the load would have searched is done for
- * nothing. Nothing where there is one core.
+ * nothing. Nothing where there is one core, nor past PACK_QUICK_MIN instances (a copy of
+ * each set is held while it runs: up to PACK_PRE of them, 125 MB at GPT-2-1000's 65,000
+ * instances; the layouts of plans under a budget pack those quickly instead).
  */
 static remat_status pre_search(const remat_allocator *al, const struct instance *inst,
                                size_t n, size_t align, size_t load, struct pack_memo *pm)
@@ -248,7 +250,7 @@ static remat_status pre_search(const remat_allocator *al, const struct instance 
     size_t *from;
     remat_status st = REMAT_OK;
 
-    if (threads < 2)
+    if (threads < 2 || n > PACK_QUICK_MIN)
         return REMAT_OK;
     tmp = core_calloc(al, n, sizeof *tmp);
     from = core_calloc(al, n, sizeof *from);
