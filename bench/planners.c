@@ -351,8 +351,9 @@ static void timing(const char *dir)
  * seconds and the ratios of the default's peak and overhead to its. GPT-2 of 1,000
  * layers at the halfway budget is not planned flat by approx-tc (over 50 s of one core:
  * docs/benchmarks.md gives that run's figures).
- * hybrid's sweep runs over a thinned family on graphs past 2,048 lower sets
- * (docs/planners.md). Layouts of more than PACK_QUICK_MIN instances under a budget run
+ * hybrid's sweep runs over a thinned family on graphs past 2,048 lower sets, and past
+ * 1,000 nodes its runs above the least budget restrict long blocks to coarse sets
+ * (docs/planners.md, "Seventeenth round"; the flat columns do not change that). Layouts of more than PACK_QUICK_MIN instances under a budget run
  * the packer's greedy passes alone, stopped past the load + 1/64 that the moves would
  * then replace (layout_build_held): the same plans, arenas and moves here, at a fraction
  * of the time.
