@@ -310,6 +310,74 @@ static void test_model_thinned(void)
     }
 }
 
+/*
+ * kusumoto_plan_within (hybrid's sweep): on GPT-2 of 200 layers' approximate family
+ * thinned to 2,048 sets (as the sweep's), at budgets from its least to the memory of
+ * every value, each chain the beam ends with has an overhead within w of the optimum's
+ * (kusumoto_plan) as the DP counts them (res.units: the proof is in those), and its exact
+ * overhead within half a unit a block of its count. The beam must have ended some of
+ * them (res.near), and at w = 0 the chain is the optimum's, block for block. (A beam of
+ * one state a set bounded only by the search's first upper bound ends two of these
+ * chains a unit above the optimum, 2.5e-5 of it, which w = 1e-5 refuses.)
+ */
+static void test_within(void)
+{
+    const double w = 1e-5;
+    remat_zoo_opts zo = {.batch = 1, .layers = 200};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    struct dag d;
+    struct lsets full, ls;
+    struct chain c, e;
+    size_t least = 0;
+    int near = 0;
+
+    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, &g));
+    CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
+    if (!tg)
+        goto out;
+    REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
+    REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &full) == REMAT_OK);
+    REMAT_ASSERT_TEST(lsets_thin(&d, &full, 2048, &ls) == REMAT_OK);
+    CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &least));
+    chain_alloc(&c, d.n);
+    chain_alloc(&e, d.n);
+    for (int f = 1; f <= 6; f++) {
+        size_t b = least + (size_t)((double)(ls.m[ls.n - 1] - least) * f / 8);
+        double unit = 1.0 / (8.0 * d.n); /* one unit of overhead, as a fraction of T(V) */
+        struct dp_result opt, nr, z;
+
+        CHECK_OK(kusumoto_plan(&d, &ls, false, b, 0, NULL, &e, &opt));
+        CHECK_OK(kusumoto_plan_within(&d, &ls, b, 0, w, &c, &nr));
+        if (!opt.feasible || !nr.feasible) {
+            CHECK(false, "budget %zu: feasible %d, within %d", b, opt.feasible, nr.feasible);
+            continue;
+        }
+        near += nr.near;
+        CHECK(!opt.near && (double)nr.units <= (1 + w) * (double)opt.units &&
+                  fabs(nr.overhead - (double)nr.units * unit) <= 0.5 * unit * c.n_blocks,
+              "budget %zu: overhead %.8f, %lld units (%d blocks, beam %d); the optimum "
+              "%.8f, %lld", b, nr.overhead, (long long)nr.units, c.n_blocks, nr.near,
+              opt.overhead, (long long)opt.units);
+        printf("  budget %zu: optimum %lld units, within %lld%s\n", b, (long long)opt.units,
+               (long long)nr.units, nr.near ? " (the beam's)" : "");
+        CHECK_OK(kusumoto_plan_within(&d, &ls, b, 0, 0, &c, &z));
+        CHECK(!z.near && z.overhead == opt.overhead && c.n_blocks == e.n_blocks &&
+                  !memcmp(c.block, e.block, sizeof *c.block * (size_t)d.n),
+              "budget %zu, within 0: overhead %.7f, %d blocks; the optimum %.7f, %d", b,
+              z.overhead, c.n_blocks, opt.overhead, e.n_blocks);
+    }
+    CHECK(near > 0, "the beam ended none of the chains");
+    chain_free(&c);
+    chain_free(&e);
+    lsets_fini(&ls);
+    lsets_fini(&full);
+    dag_fini(&d);
+out:
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 static void test_model_past_limit(void)
 {
     past_limit("gpt2", 48, 6, true);
@@ -322,5 +390,6 @@ int main(void)
     RUN_TIMED(test_sim_work);
     RUN_TIMED(test_model_past_limit);
     RUN_TIMED(test_model_thinned);
+    RUN_TIMED(test_within);
     return harness_end();
 }

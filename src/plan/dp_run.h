@@ -50,6 +50,12 @@ struct dp {
     int32_t ub_found;            /* a frontier run's least overhead of a state finished
                                     by a guide (INT32_MAX: none); the run's bound drops
                                     to it */
+    double within;               /* > 0: dp_least_time may end with a chain whose overhead
+                                    is proven within this fraction of the optimum's */
+    int32_t beam;                /* > 0: a frontier run keeps at most this many states
+                                    a set (beam_trim) */
+    int64_t *beam_key;           /* the beam's scratch: n_t + 1 keys */
+    bool near;                   /* the last dp_least_time ended with the beam's chain */
     size_t max_pts;              /* a run stops (capped) past this many states; 0: none */
     bool capped;
     size_t n_split;              /* the last run's sets shared with a helper thread */

@@ -20,5 +20,9 @@ remat_status hybrid_mc_runs(const remat_tgraph *tg, const struct dag *d, const b
  * to fine past DP_SIM_MAX_NODES nodes (the default, true) or visits every pair (false:
  * the flat sweep it is judged by, for tests). Not thread-safe: set it before planning. */
 void hybrid_set_sweep_coarse(bool on);
+/* Whether those runs end with a chain proven within a tenth of a percent of the optimum's
+ * overhead where the DP's beam finds one (the default, true; kusumoto_plan_within) or
+ * always with the optimum (false, for tests). Not thread-safe either. */
+void hybrid_set_sweep_near(bool on);
 
 #endif

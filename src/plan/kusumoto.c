@@ -546,6 +546,70 @@ static void record_row(struct dp *p, enum dp_mode mode, struct point *one, int32
     r->end[j] = r->n;
 }
 
+/* The k-th least (from 0) of key[0 .. n), which it reorders (Hoare's selection). */
+static int64_t select_key(int64_t *key, int32_t n, int32_t k)
+{
+    int32_t lo = 0, hi = n - 1;
+
+    while (lo < hi) {
+        int64_t pv = key[lo + (hi - lo) / 2];
+        int32_t a = lo, b = hi;
+
+        while (a <= b) {
+            while (key[a] < pv)
+                a++;
+            while (key[b] > pv)
+                b--;
+            if (a <= b) {
+                int64_t x = key[a];
+
+                key[a++] = key[b];
+                key[b--] = x;
+            }
+        }
+        if (k <= b)
+            hi = b;
+        else if (k >= a)
+            lo = a;
+        else
+            return key[k];
+    }
+    return key[k];
+}
+
+/* The beam (dp_least.c): set j's frontier cut to its p->beam states of least D t + m
+ * (the Lagrangian length so far; on a tie, the least t) and its state of least m; the
+ * rest dropped. The frontier is the last pushed, so it is rewritten in place and its keys
+ * noted again (a group of 8 or 64 that began before it keeps a least key that may be a
+ * dropped state's: lower, so it skips less, never more). */
+static bool beam_trim(struct dp *p, int32_t j)
+{
+    const struct point *fp = p->pts + p->fr_at[j];
+    int32_t cnt = p->fr_n[j], keep = 0, ties = 0;
+    int64_t D = p->lag_d, thr;
+
+    if (cnt <= p->beam)
+        return true;
+    for (int32_t k = 0; k < cnt; k++)
+        p->beam_key[k] = D * (int64_t)fp[k].t + (int64_t)fp[k].m;
+    thr = select_key(p->beam_key, cnt, p->beam - 1);
+    for (int32_t k = 0; k < p->beam; k++) /* the ties within the beam: the first of them */
+        ties += p->beam_key[k] == thr;
+    p->n_pts = (size_t)p->fr_at[j];
+    for (int32_t k = 0; k < cnt; k++) {
+        int64_t key = D * (int64_t)fp[k].t + (int64_t)fp[k].m;
+
+        if (!(key < thr || (key == thr && ties-- > 0) || k == cnt - 1))
+            continue;
+        p->pts[p->n_pts++] = fp[k]; /* k >= the slot written: nothing unread is lost */
+        if (!note_key(p))
+            return false;
+        keep++;
+    }
+    p->fr_n[j] = keep;
+    return true;
+}
+
 /*
  * Runs the DP; the states of V are those of the last set. In DP_FRONTIER mode, with lb
  * and ub given, states that cannot lead to an overhead of at most ub are dropped (and,
@@ -614,6 +678,8 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
             if (!close_set(p, a, j))
                 goto nomem;
         }
+        if (mode == DP_FRONTIER && p->beam > 0 && j < n - 1 && !beam_trim(p, j))
+            goto nomem;
         if (mode == DP_FRONTIER && p->gd.n > 0)
             finish_states(p, sp.part, 2, j);
         if (est > 0)

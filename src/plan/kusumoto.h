@@ -11,6 +11,9 @@ struct dp_result {
     double overhead;     /* the chain's recomputed T (exact, undiscretized) / T(V) */
     bool feasible;
     bool coarse;         /* its pairs were restricted from coarse to fine (dp_coarse.h) */
+    bool near;           /* kusumoto_plan_within: the beam's chain, not the optimum */
+    int64_t units;       /* the overhead as the DP counts it: each block's rounded to
+                            whole units (kusumoto.c) */
 };
 
 /* Where the DP reports how far a pass is (remat_plan_opts.progress; fn may be NULL). */
@@ -46,6 +49,13 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
                                  bool memory_centric, size_t budget, int64_t coarse_at,
                                  const struct dp_progress *pg, const struct dp_pairs *pairs,
                                  struct chain *c, struct dp_result *res);
+/* Time-centric, as kusumoto_plan, but ending with a chain whose overhead is proven
+ * within `within` (a fraction, in the DP's overhead units) of the optimum's where a beam
+ * finds one after the Lagrangian bound (dp_least.c, near_run; res->near set): for plans
+ * that only start a search (hybrid's bases). Elsewhere the optimum, as kusumoto_plan. */
+remat_status kusumoto_plan_within(const struct dag *d, const struct lsets *ls, size_t budget,
+                                  int64_t coarse_at, double within, struct chain *c,
+                                  struct dp_result *res);
 /* The pairs of lower sets a run at budget B visits (its work: those whose block stays
  * within the window of B). */
 int64_t kusumoto_pairs(const struct lsets *ls, size_t budget);

@@ -9,17 +9,37 @@
 
 #include <string.h>
 
+static remat_status plan_chain(const struct dag *d, const struct lsets *ls, bool memory_centric,
+                               size_t budget, int64_t coarse_at, const struct dp_progress *pg,
+                               const struct dp_pairs *pairs, double within, struct chain *c,
+                               struct dp_result *res);
+
 remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
                            size_t budget, int64_t coarse_at, const struct dp_progress *pg,
                            struct chain *c, struct dp_result *res)
 {
-    return kusumoto_plan_pairs(d, ls, memory_centric, budget, coarse_at, pg, NULL, c, res);
+    return plan_chain(d, ls, memory_centric, budget, coarse_at, pg, NULL, 0, c, res);
 }
 
 remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
                                  bool memory_centric, size_t budget, int64_t coarse_at,
                                  const struct dp_progress *pg, const struct dp_pairs *pairs,
                                  struct chain *c, struct dp_result *res)
+{
+    return plan_chain(d, ls, memory_centric, budget, coarse_at, pg, pairs, 0, c, res);
+}
+
+remat_status kusumoto_plan_within(const struct dag *d, const struct lsets *ls, size_t budget,
+                                  int64_t coarse_at, double within, struct chain *c,
+                                  struct dp_result *res)
+{
+    return plan_chain(d, ls, false, budget, coarse_at, NULL, NULL, within, c, res);
+}
+
+static remat_status plan_chain(const struct dag *d, const struct lsets *ls, bool memory_centric,
+                               size_t budget, int64_t coarse_at, const struct dp_progress *pg,
+                               const struct dp_pairs *pairs, double within, struct chain *c,
+                               struct dp_result *res)
 {
     /* the kept pairs serve a run at budget over ls where every pair is visited */
     bool usable = pairs && pairs->p && budget <= pairs->budget && pairs->n_sets == ls->n;
@@ -35,6 +55,7 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
     if ((st = dp_init(&p, d, ls, budget)))
         return st;
     p.pg = pg;
+    p.within = within;
     p.stage = "DP: least memory";
     if (coarse_at == 0 ? ls->n > DP_COARSE_MIN_SETS &&
                              (flat = kusumoto_pairs(ls, budget)) >
@@ -68,6 +89,8 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
         goto out;
     res->feasible = true;
     res->coarse = p.co != NULL;
+    res->near = p.near;
+    res->units = p.pts[p.fr_at[last]].t;
     sets = core_calloc(p.al, (size_t)ls->n + 1, sizeof *sets);
     if (!sets) {
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
