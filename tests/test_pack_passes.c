@@ -222,6 +222,7 @@ static void test_occ_against_plain(void)
 {
     enum { MAXP = 400 };
     static struct span sp[MAXP], got[64 * MAXP], want[MAXP];
+    size_t at_l[OCC_LISTS + 1], n_l = 0;
     static size_t lo[MAXP], hi[MAXP];
     size_t n_sets = 40, n_queries = 0, n_multi = 0;
 
@@ -252,8 +253,15 @@ static void test_occ_against_plain(void)
                 CHECK(c == m, "set %zu, %zu placed: ranks [%zu, %zu) meet %zu, counted %zu",
                       t, i + 1, ql, qh, m, c);
                 w = merge(want, w);
-                raw = occ_runs(&o, ql, qh, got, SIZE_MAX);
+                raw = occ_runs(&o, ql, qh, got, SIZE_MAX, at_l, &n_l);
                 CHECK_OR(raw != SIZE_MAX, break, "set %zu: no runs", t);
+                /* the lists it names: one after another, each sorted and disjoint */
+                CHECK(n_l <= OCC_LISTS && at_l[0] == 0 && at_l[n_l] == raw,
+                      "set %zu: %zu lists ending at %zu of %zu runs", t, n_l, at_l[n_l], raw);
+                for (size_t l = 0; l < n_l && l < OCC_LISTS; l++)
+                    for (size_t r = at_l[l] + 1; r < at_l[l + 1]; r++)
+                        CHECK_OR(got[r - 1].hi < got[r].lo, break,
+                                 "set %zu: list %zu unsorted at run %zu", t, l, r);
                 c = merge(got, raw);
                 n_multi += c < raw;
                 CHECK(c == w && !memcmp(got, want, w * sizeof *got),
@@ -263,7 +271,7 @@ static void test_occ_against_plain(void)
                 if (raw > 0) { /* a bound below the count: refused, out untouched */
                     struct span keep = got[0];
 
-                    CHECK(occ_runs(&o, ql, qh, got, raw - 1) == SIZE_MAX,
+                    CHECK(occ_runs(&o, ql, qh, got, raw - 1, at_l, &n_l) == SIZE_MAX,
                           "set %zu: %zu runs given within %zu", t, raw, raw - 1);
                     CHECK(!memcmp(&keep, &got[0], sizeof keep), "set %zu: out written", t);
                 }
@@ -348,6 +356,7 @@ static void test_occ_oom(void)
     enum { NP = 300, NU = 64 };
     static struct span sp[NP], got[64 * NP], want[NP];
     static size_t lo[NP], hi[NP];
+    size_t at_l[OCC_LISTS + 1], n_l = 0;
     struct tracked t;
     remat_allocator al = {tracked_alloc, &t};
     size_t n_refused = 0;
@@ -370,7 +379,7 @@ static void test_occ_oom(void)
             size_t ql = urand(NU), qh = ql + 1 + urand(NU - ql);
 
             occ_add(&o, lo[i], hi[i], sp[i]);
-            c = occ_runs(&o, ql, qh, got, SIZE_MAX);
+            c = occ_runs(&o, ql, qh, got, SIZE_MAX, at_l, &n_l);
             if (c == SIZE_MAX) {
                 broke = true;
                 continue;

@@ -143,9 +143,10 @@ size_t occ_placed(const struct occ *o, size_t lo, size_t hi)
     return fen_below(o->by_lo, hi) - fen_below(o->by_hi, lo);
 }
 
-size_t occ_runs(struct occ *o, size_t lo, size_t hi, struct span *out, size_t max)
+size_t occ_runs(struct occ *o, size_t lo, size_t hi, struct span *out, size_t max,
+                size_t *at, size_t *n_lists)
 {
-    const struct occ_runs *l[4 * 64];
+    const struct occ_runs *l[OCC_LISTS];
     size_t v[2 * 64], m = cover(o, lo, hi, v), nl = 0, total = 0;
 
     if (!o->ok)
@@ -163,10 +164,14 @@ size_t occ_runs(struct occ *o, size_t lo, size_t hi, struct span *out, size_t ma
     if (total > max)
         return SIZE_MAX;
     total = 0;
+    *n_lists = 0;
     for (size_t k = 0; k < nl; k++) {
-        if (l[k]->n) /* (a list never added to has no array) */
-            memcpy(out + total, l[k]->a, l[k]->n * sizeof *out);
+        if (!l[k]->n) /* (a list never added to has no array) */
+            continue;
+        at[(*n_lists)++] = total;
+        memcpy(out + total, l[k]->a, l[k]->n * sizeof *out);
         total += l[k]->n;
     }
+    at[*n_lists] = total;
     return total;
 }

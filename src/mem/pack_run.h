@@ -59,9 +59,15 @@ void occ_fini(struct occ *o);
 void occ_add(struct occ *o, size_t lo, size_t hi, struct span s);
 /* How many placed instances cover a rank of [lo, hi). */
 size_t occ_placed(const struct occ *o, size_t lo, size_t hi);
+/* The most sorted lists occ_runs gathers: about 2 log2(ns) cover nodes and as many
+ * ancestors (ns below 2^64). */
+#define OCC_LISTS (4 * 64)
+
 /* The bytes the placed instances covering a rank of [lo, hi) take, as runs into out
- * (several sorted lists one after another, which may overlap): their count, or SIZE_MAX
- * (out untouched) when more than max or when !o->ok. */
-size_t occ_runs(struct occ *o, size_t lo, size_t hi, struct span *out, size_t max);
+ * (several sorted lists one after another, which may overlap; list k is out[at[k] ..
+ * at[k + 1]), *n_lists of them, at having room for OCC_LISTS + 1): their count, or
+ * SIZE_MAX (out untouched) when more than max or when !o->ok. */
+size_t occ_runs(struct occ *o, size_t lo, size_t hi, struct span *out, size_t max,
+                size_t *at, size_t *n_lists);
 
 #endif
