@@ -70,11 +70,13 @@ static remat_status pack_all(struct layout *lay, size_t give_up, size_t cap, boo
 remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,
                           struct layout *lay)
 {
-    size_t cap = s->arena_cap ? s->arena_cap : SIZE_MAX;
+    size_t cap = s->arena_cap ? s->arena_cap : SIZE_MAX, limit;
     bool held;
-    remat_status st = lay_instances(tg, s, align, lay);
+    remat_status st;
 
-    if (st)
+    if (s->held) /* as remat_plan laid it out (its arena_cap that one's limit) */
+        return layout_build_held(tg, s, align, lay, &limit);
+    if ((st = lay_instances(tg, s, align, lay)))
         return st;
     if ((st = pack_all(lay, cap, cap, &held)) ||
         (!held && lay->arena_bytes > cap && (st = layout_tighten(lay, cap)) &&

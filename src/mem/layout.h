@@ -39,7 +39,8 @@ double layout_ratio(const struct layout *lay);
 
 /* Lays out a valid schedule (REMAT_ERR_INVALID if a step touches a dead buffer). Where
  * the schedule has an arena_cap and the packed offsets end above it, live instances
- * move to keep within it (layout_tighten), when they can. */
+ * move to keep within it (layout_tighten), when they can. A schedule remat_plan laid out
+ * under a budget (held) is laid out as it was: layout_build_held. */
 remat_status layout_build(const remat_tgraph *tg, const remat_schedule *s, size_t align,
                           struct layout *lay);
 /*

@@ -79,7 +79,7 @@ static void drop_bases(struct hybrid_bases *b);
 static bool same_sched(const remat_schedule *a, const remat_schedule *b)
 {
     if (a->n != b->n || a->file_order != b->file_order || a->arena_cap != b->arena_cap ||
-        a->algo || b->algo || a->scratch || b->scratch)
+        a->held != b->held || a->algo || b->algo || a->scratch || b->scratch)
         return false;
     for (size_t i = 0; i < a->n; i++)
         if (a->steps[i].kind != b->steps[i].kind || a->steps[i].id != b->steps[i].id)

@@ -261,8 +261,11 @@ static remat_status reuse(const struct planning *p, bool least, size_t act,
  * packer's offsets end more than 1/64 above that load: then within 1% of it. A rule of
  * the plan alone, not of the budget, so that a plan is judged alike wherever it is
  * tried and `--budget min` stays the least total that plan_fit can reach. The limit
- * goes into the schedule, so that the trainer's layout makes the same moves. No budget
- * (cap SIZE_MAX): nothing moves.
+ * and the rule go into the schedule (arena_cap, held), so that the trainer's layout packs
+ * and moves the same: past PACK_QUICK_MIN instances the full packing could end lower
+ * than the greedy passes (GPT-2-200's chen-sqrtn plan: 1,730,322,432 against
+ * 1,732,911,104 bytes), and the arena trained in would not be the one planned. No
+ * budget (cap SIZE_MAX): nothing moves.
  */
 static remat_status lay_out(const remat_tgraph *tg, size_t cap, remat_schedule *s,
                             struct layout *lay)
@@ -270,10 +273,14 @@ static remat_status lay_out(const remat_tgraph *tg, size_t cap, remat_schedule *
     size_t limit = 0;
     remat_status st;
 
+    s->held = false;
     if (cap == SIZE_MAX)
         return layout_build(tg, s, ARENA_ALIGN, lay);
-    if (!(st = layout_build_held(tg, s, ARENA_ALIGN, lay, &limit)) && limit)
-        s->arena_cap = limit;
+    if (!(st = layout_build_held(tg, s, ARENA_ALIGN, lay, &limit))) {
+        if (limit)
+            s->arena_cap = limit;
+        s->held = true; /* the trainer's layout the same (layout_build) */
+    }
     return st;
 }
 

@@ -62,6 +62,7 @@ remat_status schedule_copy(const remat_schedule *s, remat_schedule **out)
     if (!st) {
         (*out)->file_order = s->file_order;
         (*out)->arena_cap = s->arena_cap;
+        (*out)->held = s->held;
     }
     if (!st && s->algo) {
         const remat_allocator *a = s->al.fn ? &s->al : NULL;

@@ -20,6 +20,11 @@ struct remat_schedule {
      * it, the layout moves live instances to keep within it (mem/layout.h); remat_plan
      * sets it to what the budget leaves the arena. */
     size_t arena_cap;
+    /* remat_plan laid it out under a budget (layout_build_held: its arena held near the
+     * load, past PACK_QUICK_MIN instances by the packer's greedy passes alone), and so
+     * does every layout of it (layout_build), the trainer's included: the arena trained
+     * in is the one planned. */
+    bool held;
     /* The kernels' algorithms (algos_choose): per step the algorithm and its scratch
      * (-1 and 0 where none), for the backend named; NULL until chosen. */
     int32_t *algo;
