@@ -331,6 +331,7 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
     p.stage = "DP: the least budget, one bisection step";
     for (int pins = 0; !st && hi - lo > 1;) {
         bool pin = hi != pinned && pins < PIN_RUNS && (ub || hi - lo <= hi / PIN_AT);
+        bool keep = !p.pc.p && (hi - lo <= hi / KEEP_AT || ub);
 
         if (!pin && !bisecting(lo, hi))
             break;
@@ -339,9 +340,9 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
          * works them out (record_at: every later run is below it), where keeping them
          * first cost two runs' time (GPT-2-1000: 0.22 s, then 0.036 a step) */
         p.budget = hi;
-        if (!p.pc.p && (hi - lo <= hi / KEEP_AT || ub) && !ls->sim && pin) {
+        if (keep && pin && !ls->sim) {
             record_at(&p, hi - 1, &rec);
-        } else if (!p.pc.p && (hi - lo <= hi / KEEP_AT || ub) && !dp_keep_pairs(&p)) {
+        } else if (keep && !dp_keep_pairs(&p)) {
             st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
             break;
         }
