@@ -218,13 +218,28 @@ static size_t merge(struct span *s, size_t m)
     return k;
 }
 
+/* Where a scan of the merged spans w[0 .. m) (sorted, disjoint) places a bytes: the
+ * lowest offset of the smallest gap that holds it (first: of the lowest), else the top. */
+static size_t plain_fit(const struct span *w, size_t m, size_t a, bool first)
+{
+    size_t cur = 0, best = SIZE_MAX, gap = SIZE_MAX;
+
+    for (size_t q = 0; q < m && !(first && best != SIZE_MAX); q++) {
+        if (w[q].lo - cur >= a && w[q].lo - cur < gap) {
+            gap = w[q].lo - cur;
+            best = cur;
+        }
+        cur = w[q].hi;
+    }
+    return best != SIZE_MAX ? best : cur;
+}
+
 static void test_occ_against_plain(void)
 {
-    enum { MAXP = 400 };
-    static struct span sp[MAXP], got[64 * MAXP], want[MAXP];
-    size_t at_l[OCC_LISTS + 1], n_l = 0;
+    enum { MAXP = 400, MAXR = 64 * MAXP };
+    static struct span sp[MAXP], buf[2 * (MAXR + 1)], want[MAXP];
     static size_t lo[MAXP], hi[MAXP];
-    size_t n_sets = 40, n_queries = 0, n_multi = 0;
+    size_t n_sets = 40, n_queries = 0, n_gap = 0, n_best = 0;
 
     for (size_t t = 0; t < n_sets; t++) {
         size_t nu = 1 + urand(t % 4 ? 300 : 5), ns = 1, np = 1 + urand(MAXP);
@@ -242,7 +257,8 @@ static void test_occ_against_plain(void)
             sp[i] = (struct span){at, at + bytes};
             occ_add(&o, lo[i], hi[i], sp[i]);
             for (int q = 0; q < 3; q++) {
-                size_t ql = urand(nu), qh = ql + 1 + urand(nu - ql), m = 0, w = 0, c, raw;
+                size_t ql = urand(nu), qh = ql + 1 + urand(nu - ql), m = 0, w = 0, c;
+                size_t need = urand(2) ? 64 * (1 + urand(4)) : 1 + urand(64 * 60);
 
                 for (size_t j = 0; j <= i; j++)
                     if (lo[j] < qh && ql < hi[j]) {
@@ -253,35 +269,27 @@ static void test_occ_against_plain(void)
                 CHECK(c == m, "set %zu, %zu placed: ranks [%zu, %zu) meet %zu, counted %zu",
                       t, i + 1, ql, qh, m, c);
                 w = merge(want, w);
-                raw = occ_runs(&o, ql, qh, got, SIZE_MAX, at_l, &n_l);
-                CHECK_OR(raw != SIZE_MAX, break, "set %zu: no runs", t);
-                /* the lists it names: one after another, each sorted and disjoint */
-                CHECK(n_l <= OCC_LISTS && at_l[0] == 0 && at_l[n_l] == raw,
-                      "set %zu: %zu lists ending at %zu of %zu runs", t, n_l, at_l[n_l], raw);
-                for (size_t l = 0; l < n_l && l < OCC_LISTS; l++)
-                    for (size_t r = at_l[l] + 1; r < at_l[l + 1]; r++)
-                        CHECK_OR(got[r - 1].hi < got[r].lo, break,
-                                 "set %zu: list %zu unsorted at run %zu", t, l, r);
-                c = merge(got, raw);
-                n_multi += c < raw;
-                CHECK(c == w && !memcmp(got, want, w * sizeof *got),
-                      "set %zu, %zu placed: ranks [%zu, %zu): %zu runs, %zu merged spans", t,
-                      i + 1, ql, qh, c, w);
-                n_queries++;
-                if (raw > 0) { /* a bound below the count: refused, out untouched */
-                    struct span keep = got[0];
+                for (int first = 0; first < 2; first++) {
+                    size_t got = occ_fit(&o, ql, qh, need, first, MAXR, buf),
+                           exp = plain_fit(want, w, need, first);
 
-                    CHECK(occ_runs(&o, ql, qh, got, raw - 1, at_l, &n_l) == SIZE_MAX,
-                          "set %zu: %zu runs given within %zu", t, raw, raw - 1);
-                    CHECK(!memcmp(&keep, &got[0], sizeof keep), "set %zu: out written", t);
+                    CHECK(got == exp, "set %zu, %zu placed: ranks [%zu, %zu), %zu bytes%s: "
+                          "at %zu, a scan of the merged spans %zu", t, i + 1, ql, qh, need,
+                          first ? " (first fit)" : "", got, exp);
+                    n_gap += w > 0 && exp < want[w - 1].hi;
                 }
+                n_best += w > 0 && plain_fit(want, w, need, false) != plain_fit(want, w, need, true);
+                n_queries++;
+                if (m > 0) /* runs past the bound given: refused */
+                    CHECK(occ_fit(&o, ql, qh, need, false, 0, buf) == SIZE_MAX,
+                          "set %zu: %zu placed given within no runs", t, m);
             }
         }
         occ_fini(&o);
     }
-    printf("  %zu queries, %zu of them with runs from several lists that overlap\n",
-           n_queries, n_multi);
-    CHECK(n_multi > 0, "no query merged runs of several lists");
+    printf("  %zu queries, %zu placements in a gap, %zu where best and first fit part\n",
+           n_queries, n_gap, n_best);
+    CHECK(n_gap > 0 && n_best > 0, "no query placed into a gap, or none told the fits apart");
 }
 
 /* ------------------------------------------------------ out of memory midway */
@@ -348,15 +356,14 @@ static void test_oom_midway(void)
     CHECK(n_same > 0 && n_nomem > 0, "failures never given way to, or never fatal");
 }
 
-/* The tree itself with its k-th allocation failing: until then its runs over random
- * ranges are right, from then on it answers SIZE_MAX (never runs that miss bytes), and
- * it frees all it holds. */
+/* The tree itself with its k-th allocation failing: until then its places over random
+ * ranges are right, from then on it answers SIZE_MAX (never a place that misses bytes),
+ * and it frees all it holds. */
 static void test_occ_oom(void)
 {
     enum { NP = 300, NU = 64 };
-    static struct span sp[NP], got[64 * NP], want[NP];
+    static struct span sp[NP], buf[2 * (64 * NP + 1)], want[NP];
     static size_t lo[NP], hi[NP];
-    size_t at_l[OCC_LISTS + 1], n_l = 0;
     struct tracked t;
     remat_allocator al = {tracked_alloc, &t};
     size_t n_refused = 0;
@@ -371,7 +378,8 @@ static void test_occ_oom(void)
             continue;
         }
         for (size_t i = 0; i < NP; i++) {
-            size_t a = urand(NU), at = 64 * urand(100), e = a + 1 + urand(8), w = 0, c, m = 0;
+            size_t a = urand(NU), at = 64 * urand(100), e = a + 1 + urand(8), w = 0, c;
+            size_t need = 64 * (1 + urand(3));
 
             lo[i] = a;
             hi[i] = e < NU ? e : NU;
@@ -379,7 +387,7 @@ static void test_occ_oom(void)
             size_t ql = urand(NU), qh = ql + 1 + urand(NU - ql);
 
             occ_add(&o, lo[i], hi[i], sp[i]);
-            c = occ_runs(&o, ql, qh, got, SIZE_MAX, at_l, &n_l);
+            c = occ_fit(&o, ql, qh, need, false, 64 * NP, buf);
             if (c == SIZE_MAX) {
                 broke = true;
                 continue;
@@ -388,10 +396,9 @@ static void test_occ_oom(void)
             for (size_t j = 0; j <= i; j++)
                 if (lo[j] < qh && ql < hi[j])
                     want[w++] = sp[j];
-            m = merge(want, w);
-            c = merge(got, c);
-            CHECK_OR(c == m && !memcmp(got, want, m * sizeof *got), break,
-                     "allocation %ld failing, %zu placed: runs that miss bytes", k, i + 1);
+            w = merge(want, w);
+            CHECK_OR(c == plain_fit(want, w, need, false), break,
+                     "allocation %ld failing, %zu placed: a place that misses bytes", k, i + 1);
         }
         n_refused += broke;
         occ_fini(&o);

@@ -93,41 +93,6 @@ static void sort_spans(struct span *c, struct span *tmp, size_t *cnt, size_t m)
     memcpy(c, tmp, m * sizeof *c);
 }
 
-/* Sorts c[0..m), made of the n sorted lists c[at[k] .. at[k + 1]) (at has n + 1
- * entries, rewritten), by lo through tmp (m spans), merging the lists pairwise: O(m log
- * n), where the occupancy tree's answers (pk_taken) are about 2 log2 of the ranks' lists
- * of a thousand runs in all (GPT-2-1000's plans), which a sort from scratch took twice
- * as long over. The sorted spans end in c or tmp: the one returned. */
-static struct span *merge_lists(struct span *c, struct span *tmp, size_t *at, size_t n)
-{
-    struct span *src = c, *dst = tmp, *x;
-
-    while (n > 1) {
-        size_t k = 0, nn = 0;
-
-        for (; k + 1 < n; k += 2) {
-            size_t a = at[k], mid = at[k + 1], b = mid, e = at[k + 2], w = a;
-
-            while (a < mid && b < e)
-                dst[w++] = src[b].lo < src[a].lo ? src[b++] : src[a++];
-            memcpy(dst + w, src + a, (mid - a) * sizeof *dst);
-            w += mid - a;
-            memcpy(dst + w, src + b, (e - b) * sizeof *dst);
-            at[nn++] = at[k];
-        }
-        if (k < n) { /* an odd list out: copied over */
-            memcpy(dst + at[k], src + at[k], (at[k + 1] - at[k]) * sizeof *dst);
-            at[nn++] = at[k];
-        }
-        at[nn] = at[n];
-        n = nn;
-        x = src;
-        src = dst;
-        dst = x;
-    }
-    return src;
-}
-
 /* Sorts 0..n-1 by keys[] (already filled) into out. */
 static void sort_keys(struct pk *p, size_t *out)
 {
@@ -224,28 +189,31 @@ static struct span pk_span(const struct pk *p, size_t j)
 #define OCC_MIN 2048
 #define OCC_VISITS 1024
 
-/* Into *c (spans that may overlap, sorted by lo; in p->conf or after it): the bytes of
- * the placed instances that i (nonzero size) overlaps; their count, with how many they
- * are in *placed. As runs merged by the occupancy tree o where it has fewer than the
- * instances to visit one by one (the same bytes either way, so the same gaps), else one
- * span per instance. */
-static size_t pk_taken(struct pk *p, struct occ *o, size_t i, struct span **c, size_t *placed)
+/* The offset at which a pass places instance i (nonzero size): the lowest of the smallest
+ * gap between the placed instances it overlaps that holds it (first: of the lowest such
+ * gap), else above them. From the occupancy tree o where its runs are fewer than the
+ * instances to visit one by one (the same bytes either way, so the same gaps), else by
+ * gathering those and sorting their spans. */
+static size_t pk_fit(struct pk *p, struct occ *o, size_t i, bool first)
 {
-    size_t visits = pk_visits(p, i), m = 0, j, at[OCC_LISTS + 1], n_lists;
+    size_t visits = pk_visits(p, i), a = p->size[i], m = 0, j, cur = 0, best = NONE, gap = NONE;
+    size_t max = visits < p->n - 1 ? visits : p->n - 1; /* conf: 2 n spans */
 
-    *c = p->conf;
-    if (o->ok && (m = occ_runs(o, p->lo[i], p->hi[i], p->conf, visits < p->n ? visits : p->n,
-                               at, &n_lists)) != NONE) {
-        p->work += visits;
-        *placed = occ_placed(o, p->lo[i], p->hi[i]);
-        *c = merge_lists(p->conf, p->conf + p->n, at, n_lists);
-        return m;
+    if (o->ok && (best = occ_fit(o, p->lo[i], p->hi[i], a, first, max, p->conf)) != NONE) {
+        p->work += visits + 4 * occ_placed(o, p->lo[i], p->hi[i]);
+        return best;
     }
-    m = 0;
     FOR_OVERLAP(p, i, j, if (p->off[j] != NONE) p->conf[m++] = pk_span(p, j));
-    *placed = m;
+    p->work += 4 * m;
     sort_spans(p->conf, p->conf + p->n, p->cnt, m);
-    return m;
+    for (size_t q = 0; q < m && !(first && best != NONE); q++) {
+        if (p->conf[q].lo > cur && p->conf[q].lo - cur >= a && p->conf[q].lo - cur < gap) {
+            gap = p->conf[q].lo - cur;
+            best = cur;
+        }
+        cur = p->conf[q].hi > cur ? p->conf[q].hi : cur;
+    }
+    return best != NONE ? best : cur;
 }
 
 /* Places the instances in the order ord, each at the lowest offset of the smallest gap
@@ -271,24 +239,12 @@ static size_t pk_pass(struct pk *p, const size_t *ord, bool first, size_t cut,
             end = cut;
             break;
         }
-        size_t i = ord[k], a = p->size[i], m = 0, placed = 0, cur = 0, best = NONE, gap = NONE;
-        struct span *c = p->conf;
+        size_t i = ord[k], a = p->size[i];
 
-        if (fixed && fixed[i] != NONE) { /* placed beforehand (pk_fill) */
+        if (fixed && fixed[i] != NONE) /* placed beforehand (pk_fill) */
             p->off[i] = fixed[i];
-        } else {
-            if (a)
-                m = pk_taken(p, &o, i, &c, &placed);
-            p->work += 4 * placed;
-            for (size_t q = 0; q < m && !(first && best != NONE); q++) {
-                if (c[q].lo > cur && c[q].lo - cur >= a && c[q].lo - cur < gap) {
-                    gap = c[q].lo - cur;
-                    best = cur;
-                }
-                cur = c[q].hi > cur ? c[q].hi : cur;
-            }
-            p->off[i] = a ? (best != NONE ? best : cur) : 0;
-        }
+        else
+            p->off[i] = a ? pk_fit(p, &o, i, first) : 0;
         end = p->off[i] + a > end ? p->off[i] + a : end;
         if (a && o.ok)
             occ_add(&o, p->lo[i], p->hi[i], pk_span(p, i));

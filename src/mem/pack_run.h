@@ -43,7 +43,7 @@ struct occ_runs {
 
 /* The bytes taken by the placed instances, over a segment tree on nu ranks (ns leaves,
  * a power of two at least nu), for the passes (pack_occ.c). ok false: out of memory, or
- * not made; then nothing is kept and occ_runs answers SIZE_MAX. */
+ * not made; then nothing is kept and occ_fit answers SIZE_MAX. */
 struct occ {
     const remat_allocator *al;
     size_t ns, nu, op, n_placed;
@@ -59,15 +59,16 @@ void occ_fini(struct occ *o);
 void occ_add(struct occ *o, size_t lo, size_t hi, struct span s);
 /* How many placed instances cover a rank of [lo, hi). */
 size_t occ_placed(const struct occ *o, size_t lo, size_t hi);
-/* The most sorted lists occ_runs gathers: about 2 log2(ns) cover nodes and as many
- * ancestors (ns below 2^64). */
+/* The most sorted lists the tree gathers for a range: about 2 log2(ns) cover nodes and
+ * as many ancestors (ns below 2^64). */
 #define OCC_LISTS (4 * 64)
 
-/* The bytes the placed instances covering a rank of [lo, hi) take, as runs into out
- * (several sorted lists one after another, which may overlap; list k is out[at[k] ..
- * at[k + 1]), *n_lists of them, at having room for OCC_LISTS + 1): their count, or
- * SIZE_MAX (out untouched) when more than max or when !o->ok. */
-size_t occ_runs(struct occ *o, size_t lo, size_t hi, struct span *out, size_t max,
-                size_t *at, size_t *n_lists);
+/* Where an instance of a bytes (a > 0) covering ranks [lo, hi) goes among the placed
+ * ones covering a rank of them: the lowest offset of the smallest gap between them that
+ * holds it (first_fit: of the lowest such gap), else the top of them (0 when none); as
+ * a scan of their spans sorted by offset would place it. SIZE_MAX when their runs
+ * number more than max or when !o->ok. buf: room for 2 (max + 1) spans. */
+size_t occ_fit(struct occ *o, size_t lo, size_t hi, size_t a, bool first_fit, size_t max,
+               struct span *buf);
 
 #endif
