@@ -12,10 +12,8 @@
 #include <math.h>
 #include <string.h>
 
-/* Values of D tried (bisection on log D); the bound at ∅ is flat near its best. */
+/* The most values of D tried (dp_lagrange). */
 #define LAG_STEPS 12
-/* Sizes past which D t + bytes could pass int64 (2^59 each): no bound. */
-#define LAG_MAX ((int64_t)1 << 59)
 
 bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_sets, size_t cap,
                    bool with_c)
@@ -174,50 +172,100 @@ static void lag_release(const remat_allocator *al, struct lag_next *nx, int64_t 
     core_free(al, hh, sizeof *hh * n);
 }
 
+/* One D of dp_lagrange's search: its pass, its bound at ∅ kept (with its H into h) when
+ * the best so far. The least path's (t, s) into *r; false when no chain goes on from ∅. */
+struct lag_search {
+    const struct dp_pairs *pc;
+    const struct lsets *ls;
+    size_t budget, window;
+    const int64_t *room;
+    int64_t *hh, *h, *d, best;
+    int32_t *ub;
+    struct dp_guides *g;
+    struct lag_next nx;
+    int passes;
+};
+
+static bool lag_try(struct lag_search *w, int64_t D, struct lag_path *r)
+{
+    int64_t num, v;
+
+    *r = lag_pass(w->pc, w->ls, w->budget, w->window, w->room, D, w->hh, &w->nx);
+    w->passes++;
+    if (r->fits && r->t < *w->ub)
+        *w->ub = (int32_t)r->t;
+    guide_add(w->g, w->ls, &w->nx);
+    if (w->hh[0] == INT64_MAX)
+        return false; /* no chain (room[0] >= 0 says there is one: not met) */
+    num = w->hh[0] - (int64_t)w->budget;
+    v = num > 0 ? (num + D - 1) / D : 0;
+    if (v > w->best) {
+        w->best = v;
+        *w->d = D;
+        memcpy(w->h, w->hh, sizeof *w->h * (size_t)w->ls->n);
+    }
+    return true;
+}
+
+/*
+ * The bound at ∅ for D is min over paths p of t_p + (s_p - B)/D: a path with s_p > B
+ * gives less as D grows, one with s_p <= B more, so the bound is largest where the
+ * least path's s crosses B, where two paths a (s > B) and b (s <= B) meet: D = (s_a -
+ * s_b) / (t_b - t_a). The search (after Handler and Zang, 1980) starts from the least-time
+ * path (the largest D) and the least-bytes one (D = 1), and tries the two whole D around
+ * the meeting of the two paths known on either side; a path below both there takes the
+ * place of one. When none is below at either, the bound is largest between those two D
+ * (it is below a's line on one side and b's on the other), so the better of them is the
+ * best whole D. At most LAG_STEPS passes: GPT-2-1000 at the budget halfway to `none`'s
+ * peak 6 where bisection on log D took 12, its bound at ∅ 45,972 units against 45,970.
+ */
 bool dp_lagrange(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
                  size_t window, const int64_t *room, int32_t n_t, int64_t *h, int64_t *d,
                  int32_t *lb0, int32_t *ub, struct dp_guides *g)
 {
     size_t n = (size_t)ls->n;
-    struct lag_next nx;
-    int64_t *hh = NULL, lo = 1, hi, best = -1;
-    bool ok;
+    struct lag_search w = {pc, ls, budget, window, room, NULL, h, d, -1, ub, g, {0}, 0};
+    struct lag_path a, b, r;
+    int64_t da, db;
+    bool ok, moved = true;
 
     *d = 0;
     *lb0 = 0;
-    if (!pc->p || budget > (size_t)LAG_MAX || ls->m[ls->n - 1] > (size_t)LAG_MAX ||
-        n_t <= 0 || room[0] < 0)
+    if (!pc->p || budget > (size_t)DP_LAG_MAX || ls->m[ls->n - 1] > (size_t)DP_LAG_MAX ||
+        n_t <= 0 || room[0] < 0 || DP_LAG_MAX / n_t < 3)
         return true;
-    hi = LAG_MAX / n_t;
-    if (!(ok = lag_alloc(pc->al, &nx, &hh, n)))
+    if (!(ok = lag_alloc(pc->al, &w.nx, &w.hh, n)))
         goto out;
-    /* the least path's S passes B: a larger multiplier 1/D is needed, so a smaller D */
-    for (int k = 0; k < LAG_STEPS && hi > lo + 1; k++) {
-        int64_t D = (int64_t)sqrt((double)lo * (double)hi), num, v;
-        struct lag_path r;
+    da = DP_LAG_MAX / n_t - 1;
+    db = 1;
+    if (!lag_try(&w, da, &a) || a.s <= (int64_t)budget || !lag_try(&w, db, &b) ||
+        b.s > (int64_t)budget)
+        goto done; /* the least-time path fits, or no path does */
+    while (moved && b.t > a.t) {
+        int64_t at = (int64_t)floor((double)(a.s - b.s) / (double)(b.t - a.t));
 
-        D = D <= lo ? lo + 1 : D >= hi ? hi - 1 : D;
-        r = lag_pass(pc, ls, budget, window, room, D, hh, &nx);
-        if (r.fits && r.t < *ub)
-            *ub = (int32_t)r.t;
-        guide_add(g, ls, &nx);
-        if (hh[0] == INT64_MAX)
-            break; /* no chain (room[0] >= 0 says there is one: not met) */
-        num = hh[0] - (int64_t)budget;
-        v = num > 0 ? (num + D - 1) / D : 0;
-        if (v > best) {
-            best = v;
-            *d = D;
-            memcpy(h, hh, sizeof *h * n);
+        moved = false;
+        for (int64_t D = at; D <= at + 1 && !moved; D++) {
+            if (D <= db || D >= da)
+                continue; /* tried: its least path is b or a */
+            if (w.passes == LAG_STEPS || !lag_try(&w, D, &r))
+                goto done;
+            if (D * r.t + r.s < D * a.t + a.s && D * r.t + r.s < D * b.t + b.s) {
+                moved = true; /* below both: it takes the place of one */
+                if (r.s > (int64_t)budget) {
+                    a = r;
+                    da = D;
+                } else {
+                    b = r;
+                    db = D;
+                }
+            }
         }
-        if (r.s > (int64_t)budget)
-            hi = D;
-        else
-            lo = D;
     }
-    *lb0 = best > INT32_MAX ? INT32_MAX : (int32_t)(best < 0 ? 0 : best);
+done:
+    *lb0 = w.best > INT32_MAX ? INT32_MAX : (int32_t)(w.best < 0 ? 0 : w.best);
 out:
-    lag_release(pc->al, &nx, hh, n);
+    lag_release(pc->al, &w.nx, w.hh, n);
     return ok;
 }
 
@@ -230,8 +278,8 @@ bool dp_lagrange_at(const struct dp_pairs *pc, const struct lsets *ls, size_t bu
     int64_t *hh = NULL;
     bool ok = lag_alloc(pc->al, &nx, &hh, n);
 
-    if (*d > LAG_MAX / (n_t > 0 ? n_t : 1) - 1)
-        *d = LAG_MAX / (n_t > 0 ? n_t : 1) - 1;
+    if (*d > DP_LAG_MAX / (n_t > 0 ? n_t : 1) - 1)
+        *d = DP_LAG_MAX / (n_t > 0 ? n_t : 1) - 1;
     if (ok) {
         struct lag_path r = lag_pass(pc, ls, budget, window, room, *d, h, &nx);
 

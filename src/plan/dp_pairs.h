@@ -88,9 +88,13 @@ struct dp_guides {
 bool dp_guides_init(struct dp_guides *g, const remat_allocator *al, int32_t n_sets);
 void dp_guides_fini(struct dp_guides *g);
 
+/* Sizes past which D t + bytes could pass int64 (2^59 each): no bound; D at most
+ * DP_LAG_MAX / n_t - 1 for overheads below n_t. */
+#define DP_LAG_MAX ((int64_t)1 << 59)
+
 /* The Lagrangian bound of a run at budget B (window: the largest M(L_j) - M(L_i) of a
- * usable block; room as kusumoto.c's dp_bounds, -1 where V cannot be reached): the D of
- * the largest bound at ∅ found by bisection on log D, its H_D into h (n_sets entries;
+ * usable block; room as kusumoto.c's dp_bounds, -1 where V cannot be reached): the whole
+ * D of the largest bound at ∅ (dp_pairs.c: the search over D), its H_D into h (n_sets entries;
  * INT64_MAX where no chain goes on), *d (0: no bound, the sizes are past what int64
  * holds) and *lb0 the bound at ∅ rounded up. *ub is lowered to the overhead of every
  * chain met that fits B; each D's least paths are added to g (when not NULL, up to
