@@ -172,8 +172,8 @@ static void lag_release(const remat_allocator *al, struct lag_next *nx, int64_t 
     core_free(al, hh, sizeof *hh * n);
 }
 
-/* One D of dp_lagrange's search: its pass, its bound at ∅ kept (with its H into h) when
- * the best so far. The least path's (t, s) into *r; false when no chain goes on from ∅. */
+/* dp_lagrange's search: what each pass reads and writes, the best bound at ∅ so far
+ * (its D into *d, its H into h) and the passes made. */
 struct lag_search {
     const struct dp_pairs *pc;
     const struct lsets *ls;
@@ -186,6 +186,8 @@ struct lag_search {
     int passes;
 };
 
+/* The pass at D: its least path into *r, its bound at ∅ kept when the best so far, the
+ * path as a guide and as ub where it fits; false when no chain goes on from ∅. */
 static bool lag_try(struct lag_search *w, int64_t D, struct lag_path *r)
 {
     int64_t num, v;
