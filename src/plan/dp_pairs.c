@@ -3,9 +3,13 @@
  *
  * The bound is a shortest path over the pairs, taken by their end, last first (H_D(L_j)
  * is final once every pair from L_j is seen), with D t + bytes as the length: integers,
- * so that a state's bound is never below its parent's (H_D(L_i) <= D dt + dm + H_D(L_j)
- * exactly) and the DP that prunes by it keeps exactly the states of the unpruned one
- * that pass. Work: one pass over the kept pairs per D tried (LAG_STEPS).
+ * so that the tests are exact. The sum bound never puts a state's key below its
+ * parent's (H_D(L_i) <= D dt + dm + H_D(L_j)); the peak bound may, where the block's own
+ * peak passes the rest's (P_D(L_i) <= D dt + c), but then the parent's key is at most
+ * D t' + m + c <= D ub + B for a child within ub whose block fits. Either way a state
+ * passes only if its parent does, and the DP that prunes by it keeps exactly the states
+ * of the unpruned one that pass. Work: one pass over the kept pairs per D tried
+ * (LAG_STEPS), and one for the peak bound at the D found.
  */
 #include "plan/dp_pairs.h"
 
@@ -58,10 +62,11 @@ struct lag_path {
     bool fits;      /* m + c <= B at every block */
 };
 
-/* H_D into h, by one pass over the usable pairs; the least chain from ∅. */
+/* H_D (peak: P_D; dp_pairs.h) into h, by one pass over the usable pairs; the least chain
+ * from ∅. */
 static struct lag_path lag_pass(const struct dp_pairs *pc, const struct lsets *ls, size_t B,
-                                size_t window, const int64_t *room, int64_t D, int64_t *h,
-                                const struct lag_next *nx)
+                                size_t window, const int64_t *room, int64_t D, bool peak,
+                                int64_t *h, const struct lag_next *nx)
 {
     int32_t last = ls->n - 1;
     struct lag_path r = {0, 0, true};
@@ -81,7 +86,10 @@ static struct lag_path lag_pass(const struct dp_pairs *pc, const struct lsets *l
 
             if (c > B || ls->m[j] - ls->m[q->i] > window)
                 continue;
-            v = D * q->dt + (j == last ? (int64_t)c : (int64_t)q->dm + h[j]);
+            if (j == last || (peak && (int64_t)c > (int64_t)q->dm + h[j]))
+                v = D * q->dt + (int64_t)c; /* the block's own peak passes the rest's */
+            else
+                v = D * q->dt + (int64_t)q->dm + h[j];
             if (v < h[q->i]) {
                 h[q->i] = v;
                 nx->to[q->i] = j;
@@ -192,7 +200,7 @@ static bool lag_try(struct lag_search *w, int64_t D, struct lag_path *r)
 {
     int64_t num, v;
 
-    *r = lag_pass(w->pc, w->ls, w->budget, w->window, w->room, D, w->hh, &w->nx);
+    *r = lag_pass(w->pc, w->ls, w->budget, w->window, w->room, D, false, w->hh, &w->nx);
     w->passes++;
     if (r->fits && r->t < *w->ub)
         *w->ub = (int32_t)r->t;
@@ -265,6 +273,17 @@ bool dp_lagrange(const struct dp_pairs *pc, const struct lsets *ls, size_t budge
         }
     }
 done:
+    if (*d > 0) { /* the states' bound at the D found: P_D, at least H_D */
+        int64_t num;
+
+        r = lag_pass(pc, ls, budget, window, room, *d, true, h, &w.nx);
+        if (r.fits && r.t < *ub)
+            *ub = (int32_t)r.t;
+        guide_add(g, ls, &w.nx);
+        num = h[0] - (int64_t)budget;
+        if (num > 0 && (num + *d - 1) / *d > w.best)
+            w.best = (num + *d - 1) / *d;
+    }
     *lb0 = w.best > INT32_MAX ? INT32_MAX : (int32_t)(w.best < 0 ? 0 : w.best);
 out:
     lag_release(pc->al, &w.nx, w.hh, n);
@@ -283,7 +302,7 @@ bool dp_lagrange_at(const struct dp_pairs *pc, const struct lsets *ls, size_t bu
     if (*d > DP_LAG_MAX / (n_t > 0 ? n_t : 1) - 1)
         *d = DP_LAG_MAX / (n_t > 0 ? n_t : 1) - 1;
     if (ok) {
-        struct lag_path r = lag_pass(pc, ls, budget, window, room, *d, h, &nx);
+        struct lag_path r = lag_pass(pc, ls, budget, window, room, *d, true, h, &nx);
 
         if (r.fits && r.t < *ub)
             *ub = (int32_t)r.t;
