@@ -1,6 +1,6 @@
 /*
  * test_dp_prune.c - the time-centric search's two prunings that come with the
- * Lagrangian bound (dp_least.c, kusumoto.c): a second multiplier every state must pass
+ * Lagrangian bound (dp_least.c, kusumoto.c): further multipliers every state must pass
  * too, and runs whose bound drops to the overhead of a chain they finish along the
  * Lagrangian passes' least paths (the guides).
  *
@@ -13,7 +13,7 @@
  * bound passes through, and the guides only lower the bound. On random DAGs of up to 12
  * nodes and of 65..184 nodes, both families, three budgets, the first try capped or
  * not; then GPT-2 of 24 layers. The test fails if the guides never lowered a run's bound
- * or the second multiplier never removed a state: then it would check nothing.
+ * or the further multipliers never removed a state: then it would check nothing.
  *
  * Seed: REMAT_SEED (printed); each random test restarts from it.
  */
@@ -131,7 +131,7 @@ static void check_budget(const struct dag *d, const struct lsets *ls, size_t bud
     for (int w = 0; w < 4; w++) {
         core_free(d->al, lb[w], sizeof *lb[w] * (size_t)ls->n);
         core_free(d->al, room[w], sizeof *room[w] * (size_t)ls->n);
-        core_free(d->al, lag[w], sizeof *lag[w] * 2 * (size_t)ls->n);
+        core_free(d->al, lag[w], sizeof *lag[w] * DP_LAG_ROWS * (size_t)ls->n);
         dp_fini(&run[w]);
     }
 }

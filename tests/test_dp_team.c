@@ -79,7 +79,7 @@ static bool same_states(const struct dag *d, const struct lsets *ls, size_t budg
     for (int w = 0; w < 2; w++) {
         core_free(d->al, lb[w], sizeof *lb[w] * (size_t)ls->n);
         core_free(d->al, room[w], sizeof *room[w] * (size_t)ls->n);
-        core_free(d->al, lag[w], sizeof *lag[w] * 2 * (size_t)ls->n);
+        core_free(d->al, lag[w], sizeof *lag[w] * DP_LAG_ROWS * (size_t)ls->n);
         dp_fini(&run[w]);
     }
     return ok;

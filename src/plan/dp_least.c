@@ -26,18 +26,23 @@ void kusumoto_set_trial(size_t max_pts)
 }
 
 /*
- * A second Lagrangian bound, at D (1 + 1/LAG_SECOND): the D of the best bound at ∅ is not
- * every state's best, and a state must pass both. On GPT-2 of 1,000 layers at a tenth of
- * the way from its least budget to `none`'s peak, the run at the optimum held 29.3 10^6
- * states with the one bound, 15.8 10^6 with a second at D + 0.7%, 14.8 10^6 at D + 5%
- * (14.6 10^6 with four more, at D + 2%, 5%, 10%, 20%); a second D below the first cut
- * almost nothing. Both bounds are consistent (a state passes only if its parent does) and
- * neither prunes a state that a lower one passes, so the states kept are the unpruned
- * DP's that pass both, and the chain is the same.
+ * Further Lagrangian bounds, at D (1 + 1/LAG_DIV[0]) and D (1 - 1/LAG_DIV[1]): the D of
+ * the best bound at ∅ is not every state's best, and a state must pass them all. With
+ * the sum bound alone (dp_pairs.h), on GPT-2 of 1,000 layers at a tenth of the way from
+ * its least budget to `none`'s peak, the run at the optimum held 29.3 10^6 states with
+ * the one bound, 15.8 10^6 with a second at D + 0.7%, 14.8 10^6 at D + 5% (14.6 10^6 with
+ * four more, at D + 2%, 5%, 10%, 20%), and a second D below the first cut almost
+ * nothing there. With the peak bound, a D below matters at looser budgets: at 30% of the
+ * way the run at the optimum held 20.2 10^6 states with D and D + 5%, 12.3, 12.2, 12.1
+ * 10^6 with a third at D - 10%, 20%, 30%; at 70%, 11.2 10^6 and 7.97, 7.89, 7.85 10^6
+ * (GPT-2 of 200 layers at 30%: 1.19 -> 0.24 10^6; ResNet-2498 halfway: 1.79 -> 0.74
+ * 10^6), and never more. All the bounds are consistent (a state passes only if its parent
+ * does) and none prunes a state that a lower one passes, so the states kept are the
+ * unpruned DP's that pass them all, and the chain is the same.
  */
-#define LAG_SECOND 20
+static const int LAG_DIV[DP_LAG_EXTRA] = {20, -5};
 
-static bool lag_second = true; /* kusumoto_set_second_bound's */
+static bool lag_second = true; /* kusumoto_set_second_bound's: the further bounds */
 
 void kusumoto_set_second_bound(bool on)
 {
@@ -122,7 +127,7 @@ remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t *
 
     *lb = core_calloc(p->al, (size_t)ls->n, sizeof **lb);
     *room = core_calloc(p->al, (size_t)ls->n, sizeof **room);
-    *lag = core_calloc(p->al, 2 * (size_t)ls->n, sizeof **lag);
+    *lag = core_calloc(p->al, DP_LAG_ROWS * (size_t)ls->n, sizeof **lag);
     if (!*lb || !*room || !*lag)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
     dp_bounds(p, *lb, *room);
@@ -154,12 +159,19 @@ remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t *
                      &lag_lb, &ub, guides_on ? &p->gd : NULL))
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
     p->lag = p->lag_d > 0 ? *lag : NULL;
-    p->lag_d2 = p->lag_d + p->lag_d / LAG_SECOND;
-    if (p->lag && lag_second && p->lag_d2 > p->lag_d &&
-        !dp_lagrange_at(&p->pc, ls, p->budget, window(p), *room, p->n_t, &p->lag_d2,
-                        *lag + ls->n, &ub, guides_on ? &p->gd : NULL))
-        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
-    p->lag2 = p->lag && lag_second && p->lag_d2 > p->lag_d ? *lag + ls->n : NULL;
+    p->n_lagx = 0;
+    for (int e = 0; p->lag && lag_second && e < DP_LAG_EXTRA; e++) {
+        int64_t dx = p->lag_d + p->lag_d / LAG_DIV[e];
+        int64_t *row = *lag + (size_t)(1 + p->n_lagx) * (size_t)ls->n;
+
+        if (dx == p->lag_d || dx <= 0)
+            continue; /* D too small to move by the fraction */
+        if (!dp_lagrange_at(&p->pc, ls, p->budget, window(p), *room, p->n_t, &dx, row, &ub,
+                            guides_on ? &p->gd : NULL))
+            return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+        p->lagx[p->n_lagx] = row;
+        p->lag_dx[p->n_lagx++] = dx;
+    }
     lo = (*lb)[0] > lag_lb ? (*lb)[0] : lag_lb;
     if (p->within > 0 && p->lag && ((st = near_run(p, *lb, lo, ub)) || p->near))
         return st;

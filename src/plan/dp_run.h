@@ -18,6 +18,11 @@ struct point {
     int32_t parent;
 };
 
+/* The Lagrangian multipliers after the first whose bound every state passes too
+ * (dp_least.c), and the rows of the bounds that dp_least_time returns. */
+#define DP_LAG_EXTRA 2
+#define DP_LAG_ROWS (1 + DP_LAG_EXTRA)
+
 struct dp {
     const struct dag *d;
     const struct lsets *ls;
@@ -42,9 +47,10 @@ struct dp {
     const struct dp_coarse *co;  /* NULL, or the pairs restricted from coarse to fine */
     const int64_t *lag;          /* per set (may be NULL): H_D (dp_pairs.h) */
     int64_t lag_d;               /* its D, bytes per unit of overhead */
-    const int64_t *lag2;         /* with lag: H at a second D, lag_d2, which every state
-                                    passes too (dp_least.c) */
-    int64_t lag_d2;
+    const int64_t *lagx[DP_LAG_EXTRA]; /* with lag: H at further multipliers lag_dx,
+                                    which every state passes too (dp_least.c); n_lagx */
+    int64_t lag_dx[DP_LAG_EXTRA];
+    int n_lagx;
     struct dp_guides gd;         /* with lag: chains to finish states with (gd.n of them) */
     int32_t run_ub;              /* the last run's bound as given */
     int32_t ub_found;            /* a frontier run's least overhead of a state finished
@@ -100,8 +106,8 @@ bool dp_record_pairs(struct dp *p, struct dp_pairs *rec);
  * at that budget finds a chain too, since every block of this one still fits. */
 size_t dp_chain_need(const struct dp *p);
 /* Time-centric, after the memory-centric run (p's states): the run whose states at V
- * hold the least overhead (dp_least.c). *lb, *room (n sets each) and *lag (2 n: H at
- * p->lag_d, then at p->lag_d2) are the caller's to free. */
+ * hold the least overhead (dp_least.c). *lb, *room (n sets each) and *lag (DP_LAG_ROWS
+ * n: H at p->lag_d, then at each of p->lag_dx) are the caller's to free. */
 remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag);
 
 /* The set whose frontier holds pts[idx], after a run that reached V (every set's fr_at

@@ -121,22 +121,23 @@ static inline void relax_one(const struct dp *p, enum dp_mode mode, struct point
 }
 
 /* The Lagrangian tests' limits on a state (t, m) of L_i carried to L_j: D t + m at most
- * lim[0] and D2 t + m at most lim[1] (dp_least.c). */
+ * lim[0], and at each further multiplier Dx[e] (dp_least.c), Dx[e] t + m at most
+ * lim[1 + e]. */
 struct lag_lim {
-    int64_t lim[2];
+    int64_t lim[DP_LAG_ROWS];
 };
 
 /* The points k0 .. k1 - 1 of L_i's frontier fp carried to L_j into a's candidates, those
- * within ll's limits when lag (the second only with lag2). The caller has cut the points
- * past the bound ub - lb (relax); with clamp, overheads past the last unit are counted
- * there. */
+ * within ll's limits when lag (the first nx further multipliers' too). The caller has cut
+ * the points past the bound ub - lb (relax); with clamp, overheads past the last unit are
+ * counted there. */
 static inline __attribute__((always_inline)) void
 relax_run(const struct dp *p, struct dp_acc *a, int32_t dt, size_t dm, const struct point *fp,
-          int32_t k0, int32_t k1, bool lag, bool lag2, struct lag_lim ll, bool clamp)
+          int32_t k0, int32_t k1, bool lag, int nx, struct lag_lim ll, bool clamp)
 {
     size_t *best = a->best;
     int32_t *par = a->par, base = (int32_t)(fp - p->pts), last = p->n_t - 1;
-    int64_t D = p->lag_d, D2 = p->lag_d2;
+    int64_t D = p->lag_d, D1 = p->lag_dx[0], D2 = p->lag_dx[1];
 
     for (int32_t k = k0; k < k1; k++) {
         int32_t t = fp[k].t + dt;
@@ -146,7 +147,9 @@ relax_run(const struct dp *p, struct dp_acc *a, int32_t dt, size_t dm, const str
             t = last;
         if (lag && D * (int64_t)fp[k].t + (int64_t)fp[k].m > ll.lim[0])
             continue; /* no chain through it ends within ub (dp_pairs.h) */
-        if (lag2 && D2 * (int64_t)fp[k].t + (int64_t)fp[k].m > ll.lim[1])
+        if (nx > 0 && D1 * (int64_t)fp[k].t + (int64_t)fp[k].m > ll.lim[1])
+            continue;
+        if (nx > 1 && D2 * (int64_t)fp[k].t + (int64_t)fp[k].m > ll.lim[2])
             continue;
         if (m < best[t]) {
             best[t] = m;
@@ -158,22 +161,27 @@ relax_run(const struct dp *p, struct dp_acc *a, int32_t dt, size_t dm, const str
     }
 }
 
-/* relax_run with clamp and lag2 constants in each call, so that the loop has no test it
- * does not need */
+/* relax_run with clamp and the further multipliers' count constants in each call, so
+ * that the loop has no test it does not need */
 static inline __attribute__((always_inline)) void
 relax_range(const struct dp *p, struct dp_acc *a, int32_t dt, size_t dm, const struct point *fp,
             int32_t k0, int32_t k1, bool lag, struct lag_lim ll, bool clamp)
 {
-    bool lag2 = lag && p->lag2;
+    int nx = lag ? p->n_lagx : 0;
 
-    if (clamp && lag2)
-        relax_run(p, a, dt, dm, fp, k0, k1, lag, true, ll, true);
+    _Static_assert(DP_LAG_EXTRA == 2, "relax_run tests two further multipliers");
+    if (clamp && nx == 2)
+        relax_run(p, a, dt, dm, fp, k0, k1, lag, 2, ll, true);
+    else if (clamp && nx == 1)
+        relax_run(p, a, dt, dm, fp, k0, k1, lag, 1, ll, true);
     else if (clamp)
-        relax_run(p, a, dt, dm, fp, k0, k1, lag, false, ll, true);
-    else if (lag2)
-        relax_run(p, a, dt, dm, fp, k0, k1, lag, true, ll, false);
+        relax_run(p, a, dt, dm, fp, k0, k1, lag, 0, ll, true);
+    else if (nx == 2)
+        relax_run(p, a, dt, dm, fp, k0, k1, lag, 2, ll, false);
+    else if (nx == 1)
+        relax_run(p, a, dt, dm, fp, k0, k1, lag, 1, ll, false);
     else
-        relax_run(p, a, dt, dm, fp, k0, k1, lag, false, ll, false);
+        relax_run(p, a, dt, dm, fp, k0, k1, lag, 0, ll, false);
 }
 
 /* The first of fp[lo .. hi) (t ascending) whose t is past t_max; hi when none. */
@@ -203,7 +211,7 @@ static inline void relax(const struct dp *p, struct dp_acc *a, int32_t i, int32_
     int32_t first, cnt = p->fr_n[i];
     bool lag = p->lag && j < p->ls->n - 1, clamp = true;
     int64_t t_max = INT64_MAX; /* t' = t + dt at most t_max */
-    struct lag_lim ll = {{0, 0}};
+    struct lag_lim ll = {{0}};
 
     if ((first = first_feasible(p, fp, cnt, j, c, dm)) < 0)
         return;
@@ -226,11 +234,11 @@ static inline void relax(const struct dp *p, struct dp_acc *a, int32_t i, int32_
     }
     if (p->lag[j] == INT64_MAX)
         return; /* no chain goes on from L_j (at any D) */
-    /* D t' + m' + H_D(L_j) <= D ub + B, t' and m' at L_j; the same at D2 */
+    /* D t' + m' + H_D(L_j) <= D ub + B, t' and m' at L_j; the same at each further D */
     ll.lim[0] = p->lag_d * ((int64_t)a->ub - dt) + (int64_t)p->budget - p->lag[j] - (int64_t)dm;
-    if (p->lag2)
-        ll.lim[1] = p->lag_d2 * ((int64_t)a->ub - dt) + (int64_t)p->budget - p->lag2[j] -
-                    (int64_t)dm;
+    for (int e = 0; e < p->n_lagx; e++)
+        ll.lim[1 + e] = p->lag_dx[e] * ((int64_t)a->ub - dt) + (int64_t)p->budget -
+                        p->lagx[e][j] - (int64_t)dm;
     for (int32_t k = first; k < cnt;) {
         size_t g = base + (size_t)k;
         int32_t end8 = (int32_t)((g | 7) + 1 - base);

@@ -83,8 +83,8 @@ void kusumoto_set_trial(size_t max_pts);
  * Lagrangian bound, in the DP's overhead units; 0 restores the default (dp_least.c).
  * The chain is the same either way. */
 void kusumoto_set_first_step(int64_t units);
-/* Tests only (not thread-safe): whether the time-centric search bounds the states by a
- * second Lagrangian multiplier too (default on; dp_least.c). The chain is the same
+/* Tests only (not thread-safe): whether the time-centric search bounds the states by
+ * further Lagrangian multipliers too (default on; dp_least.c). The chain is the same
  * either way. */
 void kusumoto_set_second_bound(bool on);
 /* Tests only (not thread-safe): whether the time-centric search's runs lower their bound

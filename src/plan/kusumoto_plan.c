@@ -154,7 +154,7 @@ out:
     core_free(p.al, sets, sizeof *sets * ((size_t)ls->n + 1));
     core_free(p.al, lb, sizeof *lb * (size_t)ls->n);
     core_free(p.al, room, sizeof *room * (size_t)ls->n);
-    core_free(p.al, lag, sizeof *lag * 2 * (size_t)ls->n);
+    core_free(p.al, lag, sizeof *lag * DP_LAG_ROWS * (size_t)ls->n);
     if (pairs && p.pc.p == pairs->p)
         memset(&p.pc, 0, sizeof p.pc); /* borrowed */
     dp_fini(&p);
