@@ -30,7 +30,7 @@
  * of the way from its least budget to `none`'s peak: the run at the optimum holds 8.3 10^6
  * states instead of 25.0 10^6). Both keep a parent's key at most its child's where the
  * block fits within ub, so a state passes only if its parent does. Any D > 0 gives a
- * valid bound, and the DP tests a state against a second one as well (dp_least.c): the
+ * valid bound, and the DP tests a state against further ones as well (dp_least.c): the
  * best D at ∅ is not the best for every state.
  */
 #ifndef REMAT_DP_PAIRS_H
