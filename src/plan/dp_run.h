@@ -45,9 +45,9 @@ struct dp {
                                     there the usable pairs of each set from its first
                                     set holding a state on (dp_record_pairs) */
     const struct dp_coarse *co;  /* NULL, or the pairs restricted from coarse to fine */
-    const int64_t *lag;          /* per set (may be NULL): H_D (dp_pairs.h) */
+    const int64_t *lag;          /* per set (may be NULL): the peak bound P_D (dp_pairs.h) */
     int64_t lag_d;               /* its D, bytes per unit of overhead */
-    const int64_t *lagx[DP_LAG_EXTRA]; /* with lag: H at further multipliers lag_dx,
+    const int64_t *lagx[DP_LAG_EXTRA]; /* with lag: P at further multipliers lag_dx,
                                     which every state passes too (dp_least.c); n_lagx */
     int64_t lag_dx[DP_LAG_EXTRA];
     int n_lagx;
@@ -107,7 +107,7 @@ bool dp_record_pairs(struct dp *p, struct dp_pairs *rec);
 size_t dp_chain_need(const struct dp *p);
 /* Time-centric, after the memory-centric run (p's states): the run whose states at V
  * hold the least overhead (dp_least.c). *lb, *room (n sets each) and *lag (DP_LAG_ROWS
- * n: H at p->lag_d, then at each of p->lag_dx) are the caller's to free. */
+ * n: P at p->lag_d, then at each of p->lag_dx) are the caller's to free. */
 remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag);
 
 /* The set whose frontier holds pts[idx], after a run that reached V (every set's fr_at
