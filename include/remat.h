@@ -394,6 +394,12 @@ typedef struct remat_plan_opts {
                                 family (past 2^22 pairs time-centric, 2^24 memory-centric,
                                 and 8 times the restricted ones); -1: never, every pair
                                 (the flat DP) */
+    double dp_within;        /* approx-tc/exact-tc: a chain whose recomputation is proven
+                                within this fraction of the least over the DP's family
+                                is taken where a beam run finds one (after the
+                                Lagrangian bound, before the exact search); 0: 1e-3 on
+                                graphs past 1,000 planned values, the optimum below;
+                                negative: always the optimum */
     double bandwidth;        /* host-tier copy bandwidth, bytes/s (offload plans);
                                 0: REMAT_DEFAULT_BANDWIDTH */
     double flops;            /* compute rate, FLOP/s, for the same time model;
@@ -451,6 +457,9 @@ typedef struct remat_plan_info {
                                        hold it within the budget (0: the packed offsets
                                        fit as they are) */
     size_t moved_bytes;             /* their bytes, copied once per step */
+    double dp_within;               /* time-centric DPs: 0 when the chain is the least
+                                       over the family; else the fraction of it that
+                                       its recomputation is proven within (dp_within) */
 } remat_plan_info;
 
 /*

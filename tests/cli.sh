@@ -70,6 +70,23 @@ if [ -n "$cp_def" ] && [ "$cp_def" = "$cp_never" ] && [ "$cp_one" != "$cp_def" ]
    [ "$(echo "$cp_one" | sed -n 's/.*"total_peak_bytes":\([0-9]*\).*/\1/p')" -le 5831174412 ]; then
     ok "plan --coarse-pairs"
 else fail "plan --coarse-pairs" "default/never/1 differ as they should not: $(echo "$cp_one" | head -c 300)"; fi
+# --dp-within: past 1,000 planned values the time-centric DP takes the beam's chain where
+# it is proven within 0.1% of the least over its lower sets (that guarantee: test_dp_scale's
+# test_within), and says so; exact, or a graph of fewer values, the least. GPT-2 of 200
+# layers (4,609 values) a tenth of the way from approx-tc's least budget to none's peak,
+# where the search reaches the beam; both plans fit the budget.
+expect_error "bad dp within" "'1.5' is neither a fraction between 0 and 1 nor 'exact'" $REMAT plan resnet18 --dp-within 1.5
+expect_error "dp within text" "'x' is neither a fraction" $REMAT plan resnet18 --dp-within x
+dw_json() { $REMAT plan gpt2 --layers 200 --batch 1 --strategy approx-tc --budget 21153908185 --json "$@" 2>&1; }
+dw_def=$(dw_json); dw_exact=$(dw_json --dp-within exact); dw_w=$(dw_json --dp-within 0.01)
+w_small=$($REMAT plan resnet18 --batch 2 --input-size 64x64 --strategy approx-tc --budget min --json | sed -n 's/.*"dp_within":\([^,}]*\).*/\1/p')
+peak_of() { echo "$1" | sed -n 's/.*"total_peak_bytes":\([0-9]*\).*/\1/p'; }
+within_of() { echo "$1" | sed -n 's/.*"dp_within":\([^,}]*\).*/\1/p'; }
+if [ "$(within_of "$dw_def")" = 0.001 ] && [ "$(within_of "$dw_exact")" = 0 ] &&
+   [ "$(within_of "$dw_w")" = 0.01 ] && [ "$w_small" = 0 ] &&
+   [ "$(peak_of "$dw_exact")" -le 21153908185 ] && [ "$(peak_of "$dw_def")" -le 21153908185 ]; then
+    ok "plan --dp-within"
+else fail "plan --dp-within" "default $(within_of "$dw_def"), exact $(within_of "$dw_exact"), 0.01 $(within_of "$dw_w"), resnet18 $w_small"; fi
 
 # --authors-lattice: fewer lower sets, never a smaller minimum budget
 if $REMAT plan resnet18 --batch 2 --input-size 64x64 --strategy exact-mc --budget min --json >"$tmp/e1.json" &&

@@ -46,7 +46,7 @@ static void test_search_large(void)
             chain_alloc(&c2, d.n);
             for (int mc = 0; mc < 2; mc++) {
                 CHECK_OK(kusumoto_plan(&d, &ls, mc, mb[0], 0, NULL, &c, &at));
-                CHECK_OK(kusumoto_plan_pairs(&d, &ls, mc, mb[0], 0, NULL, &pc, &c2, &kept));
+                CHECK_OK(kusumoto_plan_pairs(&d, &ls, mc, mb[0], 0, NULL, &pc, 0, &c2, &kept));
                 CHECK(at.feasible && kept.feasible && at.bound == kept.bound &&
                       at.overhead == kept.overhead && c.n_blocks == c2.n_blocks &&
                       !memcmp(c.block, c2.block, sizeof *c.block * (size_t)d.n) &&

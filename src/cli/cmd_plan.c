@@ -7,6 +7,7 @@
 #include "cli/progress.h"
 #include "io/onnx.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,11 @@ static void help(FILE *f)
             "                      nodes); default: where the budget's window is wide on a\n"
             "                      large family (docs/planners.md); never: every pair, the\n"
             "                      flat DP that this is judged by; 1: always\n"
+            "  --dp-within F|exact  approx-tc/exact-tc: take a chain proven within the\n"
+            "                      fraction F of the least recomputation over the DP's\n"
+            "                      lower sets where a beam finds one (default 0.001 past\n"
+            "                      1,000 planned values: several times faster there);\n"
+            "                      exact: always the least\n"
             "  --max-lower-sets N  cap for the exact DP (default 100000: its pair loop grows\n"
             "                      as the square; GoogLeNet's 27,358 sets take ~10 s)\n"
             "  --time-limit S      seconds for `optimal` (default 60)\n"
@@ -146,6 +152,9 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
         printf("plan             %d blocks from %lld lower sets; DP bound %s bytes\n",
                pi->n_blocks, (long long)pi->n_lower_sets,
                cli_commas(pi->dp_bound_bytes, a, sizeof a));
+    if (pi->dp_within > 0)
+        printf("DP chain         proven within %g%% of the least recomputation over the "
+               "lower sets (--dp-within exact: the least)\n", 100 * pi->dp_within);
     printf("recomputed       %zu forward ops run again\n", n_recomputed);
     if (strat == REMAT_STRATEGY_OPTIMAL)
         printf("MILP gap         %.3f (0: proven optimal; -1: another strategy's plan was "
@@ -204,6 +213,7 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r,
     json_u64(&j, "dp_bound_bytes", pi->dp_bound_bytes);
     json_i64(&j, "n_lower_sets", pi->n_lower_sets);
     json_i64(&j, "n_blocks", pi->n_blocks);
+    json_f64(&j, "dp_within", pi->dp_within);
     json_u64(&j, "n_recomputed", n_recomputed);
     if (strat == REMAT_STRATEGY_OPTIMAL)
         json_f64(&j, "optimality_gap", pi->optimality_gap);
@@ -330,6 +340,22 @@ static int plan_option(struct plan_cmd *c, int argc, char **argv, int *i)
             return -1;
         }
         return cli_parse_i64(a, v, 1, INT64_MAX, &c->po.coarse_pairs) ? 1 : -1;
+    } else if (!strcmp(a, "--dp-within")) {
+        char *e;
+        double f;
+
+        if (!(v = cli_value(argc, argv, i)))
+            return -1;
+        if (!strcmp(v, "exact"))
+            return c->po.dp_within = -1, 1;
+        errno = 0;
+        f = strtod(v, &e);
+        if (e == v || *e || errno || !(f > 0 && f < 1)) {
+            cli_error("give a fraction such as 0.001 (0.1%), or 'exact'",
+                      "%s: '%s' is neither a fraction between 0 and 1 nor 'exact'", a, v);
+            return -1;
+        }
+        return c->po.dp_within = f, 1;
     } else if (!strcmp(a, "--max-lower-sets"))
         return (v = cli_value(argc, argv, i)) &&
                cli_parse_i64(a, v, 1, 100000000, &c->po.max_lower_sets) ? 1 : -1;

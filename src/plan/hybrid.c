@@ -331,7 +331,7 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
     if ((st = lsets_build(&d, LS_APPROX, NULL, 0, &ls)) ||
         (st = kusumoto_min_budget_pairs(&d, &ls, NULL, &lo, &pc)))
         goto out;
-    if ((st = kusumoto_plan_pairs(&d, &ls, true, lo, 0, NULL, &pc, &c, &res)))
+    if ((st = kusumoto_plan_pairs(&d, &ls, true, lo, 0, NULL, &pc, 0, &c, &res)))
         goto out;
     dp_pairs_fini(&pc); /* the sweep's runs are at budgets above theirs */
     if (res.feasible && ((st = chain_lower(tg, &d, &c, &s)) || (st = add_base(tg, b, s))))

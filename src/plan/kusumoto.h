@@ -44,11 +44,13 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
 /* The same, reading the usable pairs from pairs (kept by kusumoto_min_budget_pairs over
  * ls at a budget at or above B; NULL or none kept: worked out) where every pair is
  * visited (not restricted from coarse to fine). The same chain: the kept pairs filtered
- * to B are those a run at B works out, in the same order. */
+ * to B are those a run at B works out, in the same order. Time-centric with within >
+ * 0: as kusumoto_plan_within (a chain proven within that fraction of the optimum's
+ * overhead where the beam finds one); 0: the optimum. */
 remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
                                  bool memory_centric, size_t budget, int64_t coarse_at,
                                  const struct dp_progress *pg, const struct dp_pairs *pairs,
-                                 struct chain *c, struct dp_result *res);
+                                 double within, struct chain *c, struct dp_result *res);
 /* Time-centric, as kusumoto_plan, but ending with a chain whose overhead is proven
  * within `within` (a fraction, in the DP's overhead units) of the optimum's where a beam
  * finds one after the Lagrangian bound (dp_least.c, near_run; res->near set): for plans

@@ -24,9 +24,10 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
 remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
                                  bool memory_centric, size_t budget, int64_t coarse_at,
                                  const struct dp_progress *pg, const struct dp_pairs *pairs,
-                                 struct chain *c, struct dp_result *res)
+                                 double within, struct chain *c, struct dp_result *res)
 {
-    return plan_chain(d, ls, memory_centric, budget, coarse_at, pg, pairs, 0, c, res);
+    return plan_chain(d, ls, memory_centric, budget, coarse_at, pg, pairs,
+                      memory_centric ? 0 : within, c, res);
 }
 
 remat_status kusumoto_plan_within(const struct dag *d, const struct lsets *ls, size_t budget,

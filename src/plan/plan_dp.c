@@ -16,7 +16,26 @@ struct dp_ask {
     bool mc;        /* memory-centric */
     int64_t coarse; /* kusumoto_plan's coarse_at */
     const struct dp_progress *pg;
+    double within;  /* time-centric: kusumoto_plan_pairs' within (dp_within) */
 };
+
+/* remat_plan_opts.dp_within's default: past DP_SIM_MAX_NODES planned values, a chain
+ * proven within a thousandth of the family's least recomputation (the beam, dp_least.c):
+ * GPT-2 of 1,000 layers at 2% of the way from its least budget to `none`'s peak plans in
+ * 2.6 s instead of 7.2, and at five budgets from 2% to 70% the beam's chain had the least
+ * overhead itself (docs/planners.md, "Twenty-first round"). */
+#define DP_WITHIN_LARGE 1e-3
+
+/* The fraction a time-centric chain is asked to be within (remat_plan_opts.dp_within)
+ * on graph d. */
+static double ask_within(const remat_plan_opts *o, const struct dag *d)
+{
+    if (o->dp_within < 0)
+        return 0;
+    if (o->dp_within > 0)
+        return o->dp_within;
+    return d->n > DP_SIM_MAX_NODES ? DP_WITHIN_LARGE : 0;
+}
 
 /* The DP's chain at budget B, lowered (*out stays NULL when infeasible). */
 static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
@@ -27,7 +46,8 @@ static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
     remat_status st;
 
     *out = NULL;
-    if ((st = kusumoto_plan_pairs(d, ls, q->mc, budget, q->coarse, q->pg, pairs, c, res)) ||
+    if ((st = kusumoto_plan_pairs(d, ls, q->mc, budget, q->coarse, q->pg, pairs, q->within, c,
+                                  res)) ||
         !res->feasible)
         return st;
     if ((st = chain_lower(tg, d, c, out)))
@@ -309,13 +329,14 @@ remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t fi
     struct dp_progress pg = {o->progress, o->progress_ud};
     struct dp_ask q = {o->strategy == REMAT_STRATEGY_APPROX_MC ||
                            o->strategy == REMAT_STRATEGY_EXACT_MC,
-                       o->coarse_pairs < 0 ? INT64_MAX : o->coarse_pairs, &pg};
+                       o->coarse_pairs < 0 ? INT64_MAX : o->coarse_pairs, &pg, 0};
     size_t peak;
     remat_status st;
 
     if ((st = dp_setup(tg, o, &pg, memo, &dm)))
         return st;
     REMAT_ASSERT(dm);
+    q.within = ask_within(o, &dm->d);
     info->n_lower_sets = dm->f.ls.n;
     c.block = core_calloc(dm->d.al, (size_t)dm->d.n + 1, sizeof *c.block);
     c.kept = core_calloc(dm->d.al, (size_t)dm->d.n + 1, sizeof *c.kept);
@@ -360,6 +381,7 @@ fits:
     info->dp_bound_bytes = res.bound;
     info->n_blocks = c.n_blocks;
     info->overhead_bound = res.overhead;
+    info->dp_within = res.near ? q.within : 0;
     if ((st = planner_sim_peak(tg, *out, &peak)))
         goto out;
     if (peak > *budget && o->budget_min) {
@@ -381,6 +403,7 @@ fits:
                 info->dp_bound_bytes = res.bound;
                 info->n_blocks = c.n_blocks;
                 info->overhead_bound = res.overhead;
+                info->dp_within = res.near ? q.within : 0;
             } else {
                 remat_schedule_free(s);
                 hi = mid;
