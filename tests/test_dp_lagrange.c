@@ -16,7 +16,10 @@
  * enumeration from a set: a chain's value is max over its blocks k of D T_k + S_k + c_k
  * (T_k the overhead up to and with block k, S_k the growth before it), each set's labels
  * (D T + S, value) kept Pareto-minimal (the later blocks' values need no more of a chain
- * so far), so H_D(L) must equal the least value at V, from ∅ and from a sample of sets.
+ * so far), so H_D(L) must equal the least value at V, from ∅ and from a sample of sets;
+ * the same for the two further D that dp_lagrange_peaks computes in the same pass
+ * (dp_least.c's D + D/20 and D - D/5), from ∅ and the middle set. dp_lagrange's own row
+ * is the sum bound at its D: its least path's D t + s.
  * dp_lagrange's bound at ∅ must be the larger of the two bounds, and at most the least
  * overhead of a chain within the budget (by a forward enumeration of (t, m) that drops a
  * block breaking the budget). On random DAGs (both families, three budgets) and GPT-2 of
@@ -142,7 +145,8 @@ static void check_case(const struct dag *d, const struct lsets *ls, size_t budge
     struct lag_counts *k = ctx;
     struct dp p;
     int32_t last = ls->n - 1, *lb = NULL, *n_f = NULL, *cap_f = NULL, lb0 = 0, ub = INT32_MAX;
-    int64_t *room = NULL, *h = NULL, D = 0, dmax, best = 0, least, at_d, fit_t = INT64_MAX;
+    int64_t *room = NULL, *h = NULL, *hx = NULL, D = 0, dmax, best = 0, least, at_d;
+    int64_t fit_t = INT64_MAX;
     struct ts **f = NULL;
     size_t n = (size_t)ls->n;
 
@@ -155,10 +159,11 @@ static void check_case(const struct dag *d, const struct lsets *ls, size_t budge
     lb = calloc(n, sizeof *lb);
     room = calloc(n, sizeof *room);
     h = calloc(n, sizeof *h);
+    hx = calloc(2 * n, sizeof *hx);
     f = calloc(n, sizeof *f);
     n_f = calloc(n, sizeof *n_f);
     cap_f = calloc(n, sizeof *cap_f);
-    REMAT_ASSERT_TEST(lb && room && h && f && n_f && cap_f);
+    REMAT_ASSERT_TEST(lb && room && h && hx && f && n_f && cap_f);
     dp_bounds(&p, lb, room);
     p.room = room;
     if (!dp_keep_pairs(&p) || !p.pc.p)
@@ -208,7 +213,17 @@ static void check_case(const struct dag *d, const struct lsets *ls, size_t budge
     fit_t = forward_least(&p, ls, budget, room, 0, 0);
     if (D > 0) {
         int64_t at_h = bound_at(f[0], n_f[0], D, budget, &least), pk, num;
+        /* the peak bound at D and, in the same pass, at two further D (dp_least.c's) */
+        int64_t dd[3] = {D, D + D / 20, D - D / 5}, *rows[3] = {h, hx, hx + n};
+        int kk = dd[2] > 0 ? 3 : 2, lb_h = lb0;
 
+        CHECK(h[0] == least && lb_h == at_h, "graph %d %s B=%zu: at D = %lld the sum bound "
+              "H(empty) %lld and its bound %d; the paths' least %lld, bound %lld", gi, what,
+              budget, (long long)D, (long long)h[0], lb_h, (long long)least, (long long)at_h);
+        REMAT_ASSERT_TEST(dp_lagrange_peaks(&p.pc, ls, budget, window(&p), room, p.n_t, kk, dd,
+                                            rows, &lb0, &ub, NULL));
+        CHECK(dd[0] == D, "graph %d %s B=%zu: D moved from %lld to %lld", gi, what, budget,
+              (long long)D, (long long)dd[0]);
         k->bounded++;
         k->met += D > 1 && D < dmax;
         CHECK(at_h == best, "graph %d %s B=%zu: the sum bound at D = %lld is %lld, the brute "
@@ -230,6 +245,16 @@ static void check_case(const struct dag *d, const struct lsets *ls, size_t budge
                   "chains' least peak value %lld", gi, what, budget, (long long)D, j,
                   (long long)h[j], (long long)v);
         }
+        for (int e = 1; e < kk; e++) /* the further lanes, from ∅ and the middle set */
+            for (int32_t q = 0; q < 4; q += 2) {
+                int32_t j = (int32_t)((int64_t)last * q / 4);
+                int64_t v = room[j] < 0 ? INT64_MAX
+                                        : forward_least(&p, ls, budget, room, dd[e], j);
+
+                CHECK(room[j] < 0 || rows[e][j] == v, "graph %d %s B=%zu: lane %d at D = %lld, "
+                      "P(L_%d) %lld; the chains' least peak value %lld", gi, what, budget, e,
+                      (long long)dd[e], j, (long long)rows[e][j], (long long)v);
+            }
     }
     CHECK(lb0 == best, "graph %d %s B=%zu: bound at the empty set %d, the brute force's best %lld",
           gi, what, budget, lb0, (long long)best);
@@ -244,6 +269,7 @@ out:
     free(lb);
     free(room);
     free(h);
+    free(hx);
     dp_fini(&p);
 }
 

@@ -160,17 +160,26 @@ remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t *
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
     p->lag = p->lag_d > 0 ? *lag : NULL;
     p->n_lagx = 0;
-    for (int e = 0; p->lag && lag_second && e < DP_LAG_EXTRA; e++) {
-        int64_t dx = p->lag_d + p->lag_d / LAG_DIV[e];
-        int64_t *row = *lag + (size_t)(1 + p->n_lagx) * (size_t)ls->n;
+    if (p->lag) { /* the peak bound at D and at the further D, in one pass */
+        int64_t dd[DP_LAG_ROWS] = {p->lag_d}, *rows[DP_LAG_ROWS] = {*lag};
+        int k = 1;
 
-        if (dx == p->lag_d || dx <= 0)
-            continue; /* D too small to move by the fraction */
-        if (!dp_lagrange_at(&p->pc, ls, p->budget, window(p), *room, p->n_t, &dx, row, &ub,
-                            guides_on ? &p->gd : NULL))
+        for (int e = 0; lag_second && e < DP_LAG_EXTRA; e++) {
+            int64_t dx = p->lag_d + p->lag_d / LAG_DIV[e];
+
+            if (dx == p->lag_d || dx <= 0)
+                continue; /* D too small to move by the fraction */
+            dd[k] = dx;
+            rows[k] = *lag + (size_t)k * (size_t)ls->n;
+            k++;
+        }
+        if (!dp_lagrange_peaks(&p->pc, ls, p->budget, window(p), *room, p->n_t, k, dd, rows,
+                               &lag_lb, &ub, guides_on ? &p->gd : NULL))
             return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
-        p->lagx[p->n_lagx] = row;
-        p->lag_dx[p->n_lagx++] = dx;
+        for (int e = 1; e < k; e++) {
+            p->lagx[p->n_lagx] = rows[e];
+            p->lag_dx[p->n_lagx++] = dd[e];
+        }
     }
     lo = (*lb)[0] > lag_lb ? (*lb)[0] : lag_lb;
     if (p->within > 0 && p->lag && ((st = near_run(p, *lb, lo, ub)) || p->near))

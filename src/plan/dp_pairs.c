@@ -9,7 +9,8 @@
  * D t' + m + c <= D ub + B for a child within ub whose block fits. Either way a state
  * passes only if its parent does, and the DP that prunes by it keeps exactly the states
  * of the unpruned one that pass. Work: one pass over the kept pairs per D tried
- * (LAG_STEPS), and one for the peak bound at the D found.
+ * (LAG_STEPS; the two D around a meeting in one), and one for the peak bound at the D
+ * found and the further ones together.
  */
 #include "plan/dp_pairs.h"
 
@@ -49,10 +50,19 @@ void dp_pairs_fini(struct dp_pairs *pc)
     memset(pc, 0, sizeof *pc);
 }
 
-/* Per set, the pair that continues its least chain (for the walk from ∅). */
+/* The lanes one pass computes at once: the search's two D (dp_lagrange) or the peak
+ * bound at the D found and at the further ones (dp_lagrange_peaks). The pass reads each
+ * kept pair once for all its lanes; on two cores each core takes a part of the lanes
+ * (GPT-2-1000 at 2% of the way from its least budget to `none`'s peak: 12.6 10^6 pairs
+ * a pass). */
+#define LAG_LANES (1 + DP_LAG_EXTRA)
+
+/* Per lane and set, the pair that continues its least chain (for the walk from ∅): the
+ * set it goes on to (-1: none) and the pair's index. */
 struct lag_next {
-    int32_t *to, *dt;
-    size_t *dm, *c;
+    int32_t *to[LAG_LANES];
+    size_t *pe[LAG_LANES];
+    int k;
 };
 
 /* A chain from ∅ to V as the bound's least path has it. */
@@ -62,50 +72,107 @@ struct lag_path {
     bool fits;      /* m + c <= B at every block */
 };
 
-/* H_D (peak: P_D; dp_pairs.h) into h, by one pass over the usable pairs; the least chain
- * from ∅. */
-static struct lag_path lag_pass(const struct dp_pairs *pc, const struct lsets *ls, size_t B,
-                                size_t window, const int64_t *room, int64_t D, bool peak,
-                                int64_t *h, const struct lag_next *nx)
+/* One pass over the usable pairs for the K lanes D[0 .. K): H_D (peak: P_D; dp_pairs.h)
+ * into h[lane], the pairs that continue the least chains into to[lane], pe[lane]. K a
+ * constant in each call (lag_job), so that the lanes' loop unrolls. */
+static inline __attribute__((always_inline)) void
+lag_scan(const struct dp_pairs *pc, const struct lsets *ls, size_t B, size_t window,
+         const int64_t *room, const int64_t *D, const int K, bool peak, int64_t *const *h,
+         int32_t *const *to, size_t *const *pe)
 {
     int32_t last = ls->n - 1;
-    struct lag_path r = {0, 0, true};
-    size_t m = 0;
 
-    for (int32_t i = 0; i < ls->n; i++) {
-        h[i] = INT64_MAX;
-        nx->to[i] = -1;
-    }
+    for (int k = 0; k < K; k++)
+        for (int32_t i = 0; i < ls->n; i++) {
+            h[k][i] = INT64_MAX;
+            to[k][i] = -1;
+        }
     for (int32_t j = last; j > 0; j--) {
-        if (room[j] < 0 || (j != last && h[j] == INT64_MAX))
+        int64_t hj[3];
+
+        /* no chain from L_j to V: the same at every D */
+        if (room[j] < 0 || (j != last && h[0][j] == INT64_MAX))
             continue;
+        for (int k = 0; k < K; k++)
+            hj[k] = h[k][j];
         for (size_t e = pc->at[j]; e < pc->end[j]; e++) {
             const struct dp_pair *q = &pc->p[e];
             size_t c = dp_pair_charge(pc, ls, e, j);
-            int64_t v;
 
             if (c > B || ls->m[j] - ls->m[q->i] > window)
                 continue;
-            if (j == last || (peak && (int64_t)c > (int64_t)q->dm + h[j]))
-                v = D * q->dt + (int64_t)c; /* the block's own peak passes the rest's */
-            else
-                v = D * q->dt + (int64_t)q->dm + h[j];
-            if (v < h[q->i]) {
-                h[q->i] = v;
-                nx->to[q->i] = j;
-                nx->dt[q->i] = q->dt;
-                nx->dm[q->i] = q->dm;
-                nx->c[q->i] = c;
+            for (int k = 0; k < K; k++) {
+                int64_t v;
+
+                if (j == last || (peak && (int64_t)c > (int64_t)q->dm + hj[k]))
+                    v = D[k] * q->dt + (int64_t)c; /* the block's own peak passes the rest's */
+                else
+                    v = D[k] * q->dt + (int64_t)q->dm + hj[k];
+                if (v < h[k][q->i]) {
+                    h[k][q->i] = v;
+                    to[k][q->i] = j;
+                    pe[k][q->i] = e;
+                }
             }
         }
     }
-    for (int32_t i = 0; i != last && nx->to[i] >= 0; i = nx->to[i]) {
-        r.t += nx->dt[i];
-        r.s += (int64_t)(nx->to[i] == last ? nx->c[i] : nx->dm[i]);
-        r.fits = r.fits && m + nx->c[i] <= B;
-        m += nx->dm[i];
+}
+
+/* A pass's lanes, split between the jobs: job g takes lanes at[g] .. at[g + 1] - 1. */
+struct lag_work {
+    const struct dp_pairs *pc;
+    const struct lsets *ls;
+    size_t B, window;
+    const int64_t *room, *D;
+    bool peak;
+    int64_t *const *h;
+    const struct lag_next *nx;
+    int at[3];
+};
+
+static void lag_job(void *ctx, int g)
+{
+    const struct lag_work *w = ctx;
+    int l = w->at[g], n = w->at[g + 1] - l;
+
+    _Static_assert(LAG_LANES == 3, "a job takes one to three lanes");
+    if (n == 1)
+        lag_scan(w->pc, w->ls, w->B, w->window, w->room, w->D + l, 1, w->peak, w->h + l,
+                 w->nx->to + l, w->nx->pe + l);
+    else if (n == 2)
+        lag_scan(w->pc, w->ls, w->B, w->window, w->room, w->D + l, 2, w->peak, w->h + l,
+                 w->nx->to + l, w->nx->pe + l);
+    else if (n == 3)
+        lag_scan(w->pc, w->ls, w->B, w->window, w->room, w->D + l, 3, w->peak, w->h + l,
+                 w->nx->to + l, w->nx->pe + l);
+}
+
+/* The nx->k lanes' H_D (peak: P_D) into h[lane] and their least chains from ∅ into
+ * r[lane]: one job, or two with the lanes split, on cores of their own. */
+static void lag_pass(const struct dp_pairs *pc, const struct lsets *ls, size_t B, size_t window,
+                     const int64_t *room, const int64_t *D, bool peak, int64_t *const *h,
+                     const struct lag_next *nx, struct lag_path *r)
+{
+    int32_t last = ls->n - 1;
+    int K = nx->k, jobs = K > 1 && core_par_threads_with(pc->al) > 1 ? 2 : 1;
+    struct lag_work w = {pc, ls, B, window, room, D, peak, h, nx, {0, K, K}};
+
+    if (jobs == 2)
+        w.at[1] = (K + 1) / 2;
+    core_par_run(jobs, jobs, lag_job, &w);
+    for (int k = 0; k < K; k++) {
+        size_t m = 0;
+
+        r[k] = (struct lag_path){0, 0, true};
+        for (int32_t i = 0, to; i != last && (to = nx->to[k][i]) >= 0; i = to) {
+            size_t e = nx->pe[k][i], c = dp_pair_charge(pc, ls, e, to);
+
+            r[k].t += pc->p[e].dt;
+            r[k].s += (int64_t)(to == last ? c : pc->p[e].dm);
+            r[k].fits = r[k].fits && m + c <= B;
+            m += pc->p[e].dm;
+        }
     }
-    return r;
 }
 
 bool dp_guides_init(struct dp_guides *g, const remat_allocator *al, int32_t n_sets)
@@ -133,9 +200,10 @@ void dp_guides_fini(struct dp_guides *g)
     memset(g, 0, sizeof *g);
 }
 
-/* The least paths of the last pass (nx) as a guide: the sets from the last down, each
- * after the set its path goes on to. */
-static void guide_add(struct dp_guides *g, const struct lsets *ls, const struct lag_next *nx)
+/* Lane k's least paths of the last pass (nx) as a guide: the sets from the last down,
+ * each after the set its path goes on to. */
+static void guide_add(struct dp_guides *g, const struct dp_pairs *pc, const struct lsets *ls,
+                      const struct lag_next *nx, int k)
 {
     int32_t last = ls->n - 1;
     int32_t *sdt;
@@ -149,35 +217,43 @@ static void guide_add(struct dp_guides *g, const struct lsets *ls, const struct 
     sdt[last] = 0;
     need[last] = 0;
     for (int32_t i = last; i-- > 0;) {
-        int32_t to = nx->to[i];
+        size_t e = nx->pe[k][i], c;
+        int32_t to = nx->to[k][i], dt;
 
         sdt[i] = INT32_MAX;
         need[i] = SIZE_MAX;
-        if (to < 0 || sdt[to] == INT32_MAX || (int64_t)sdt[to] + nx->dt[i] >= INT32_MAX)
+        if (to < 0 || sdt[to] == INT32_MAX)
             continue;
-        sdt[i] = sdt[to] + nx->dt[i];
-        need[i] = to == last ? nx->c[i]
-                  : nx->dm[i] + need[to] > nx->c[i] ? nx->dm[i] + need[to] : nx->c[i];
+        dt = pc->p[e].dt;
+        c = dp_pair_charge(pc, ls, e, to);
+        if ((int64_t)sdt[to] + dt >= INT32_MAX)
+            continue;
+        sdt[i] = sdt[to] + dt;
+        need[i] = to == last ? c : pc->p[e].dm + need[to] > c ? pc->p[e].dm + need[to] : c;
     }
 }
 
-static bool lag_alloc(const remat_allocator *al, struct lag_next *nx, int64_t **hh, size_t n)
+/* What a pass of k lanes over n sets writes, besides the rows: false when out of memory. */
+static bool lag_alloc(const remat_allocator *al, struct lag_next *nx, size_t n, int k)
 {
-    nx->to = core_calloc(al, n, sizeof *nx->to);
-    nx->dt = core_calloc(al, n, sizeof *nx->dt);
-    nx->dm = core_calloc(al, n, sizeof *nx->dm);
-    nx->c = core_calloc(al, n, sizeof *nx->c);
-    *hh = core_calloc(al, n, sizeof **hh);
-    return nx->to && nx->dt && nx->dm && nx->c && *hh;
+    bool ok = true;
+
+    memset(nx, 0, sizeof *nx);
+    nx->k = k;
+    for (int e = 0; e < k; e++) {
+        nx->to[e] = core_alloc(al, n * sizeof *nx->to[e]);
+        nx->pe[e] = core_alloc(al, n * sizeof *nx->pe[e]);
+        ok = ok && nx->to[e] && nx->pe[e];
+    }
+    return ok;
 }
 
-static void lag_release(const remat_allocator *al, struct lag_next *nx, int64_t *hh, size_t n)
+static void lag_release(const remat_allocator *al, struct lag_next *nx, size_t n)
 {
-    core_free(al, nx->to, sizeof *nx->to * n);
-    core_free(al, nx->dt, sizeof *nx->dt * n);
-    core_free(al, nx->dm, sizeof *nx->dm * n);
-    core_free(al, nx->c, sizeof *nx->c * n);
-    core_free(al, hh, sizeof *hh * n);
+    for (int e = 0; e < LAG_LANES; e++) {
+        core_free(al, nx->to[e], sizeof *nx->to[e] * n);
+        core_free(al, nx->pe[e], sizeof *nx->pe[e] * n);
+    }
 }
 
 /* dp_lagrange's search: what each pass reads and writes, the best bound at ∅ so far
@@ -187,34 +263,39 @@ struct lag_search {
     const struct lsets *ls;
     size_t budget, window;
     const int64_t *room;
-    int64_t *hh, *h, *d, best;
+    int64_t *row[2], *h, *d, best;
     int32_t *ub;
     struct dp_guides *g;
     struct lag_next nx;
     int passes;
 };
 
-/* The pass at D: its least path into *r, its bound at ∅ kept when the best so far, the
- * path as a guide and as ub where it fits; false when no chain goes on from ∅. */
-static bool lag_try(struct lag_search *w, int64_t D, struct lag_path *r)
+/* One pass at the k (1 or 2) D of D[]: each one's least path into r[], its bound at ∅
+ * kept when the best so far, its path as a guide and as ub where it fits; ok[] false
+ * where no chain goes on from ∅. */
+static void lag_try(struct lag_search *w, const int64_t *D, int k, struct lag_path *r, bool *ok)
 {
-    int64_t num, v;
+    int64_t *const rows[2] = {w->row[0], w->row[1]};
 
-    *r = lag_pass(w->pc, w->ls, w->budget, w->window, w->room, D, false, w->hh, &w->nx);
+    w->nx.k = k;
+    lag_pass(w->pc, w->ls, w->budget, w->window, w->room, D, false, rows, &w->nx, r);
     w->passes++;
-    if (r->fits && r->t < *w->ub)
-        *w->ub = (int32_t)r->t;
-    guide_add(w->g, w->ls, &w->nx);
-    if (w->hh[0] == INT64_MAX)
-        return false; /* no chain (room[0] >= 0 says there is one: not met) */
-    num = w->hh[0] - (int64_t)w->budget;
-    v = num > 0 ? (num + D - 1) / D : 0;
-    if (v > w->best) {
-        w->best = v;
-        *w->d = D;
-        memcpy(w->h, w->hh, sizeof *w->h * (size_t)w->ls->n);
+    for (int e = 0; e < k; e++) {
+        int64_t num, v;
+
+        if (r[e].fits && r[e].t < *w->ub)
+            *w->ub = (int32_t)r[e].t;
+        guide_add(w->g, w->pc, w->ls, &w->nx, e);
+        if (!(ok[e] = rows[e][0] != INT64_MAX))
+            continue; /* no chain (room[0] >= 0 says there is one: not met) */
+        num = rows[e][0] - (int64_t)w->budget;
+        v = num > 0 ? (num + D[e] - 1) / D[e] : 0;
+        if (v > w->best) {
+            w->best = v;
+            *w->d = D[e];
+            memcpy(w->h, rows[e], sizeof *w->h * (size_t)w->ls->n);
+        }
     }
-    return true;
 }
 
 /*
@@ -222,92 +303,104 @@ static bool lag_try(struct lag_search *w, int64_t D, struct lag_path *r)
  * gives less as D grows, one with s_p <= B more, so the bound is largest where the
  * least path's s crosses B, where two paths a (s > B) and b (s <= B) meet: D = (s_a -
  * s_b) / (t_b - t_a). The search (after Handler and Zang, 1980) starts from the least-time
- * path (the largest D) and the least-bytes one (D = 1), and tries the two whole D around
- * the meeting of the two paths known on either side; a path below both there takes the
- * place of one. When none is below at either, the bound is largest between those two D
- * (it is below a's line on one side and b's on the other), so the better of them is the
- * best whole D. At most LAG_STEPS passes: GPT-2-1000 at the budget halfway to `none`'s
- * peak 6 where bisection on log D took 12, its bound at ∅ 45,972 units against 45,970.
+ * path (the largest D) and the least-bytes one (D = 1), in one pass, and tries the two
+ * whole D around the meeting of the two paths known on either side, both in one pass; a
+ * path below both there takes the place of one (the first D's, where both are). When
+ * none is below at either, the bound is largest between those two D (it is below a's
+ * line on one side and b's on the other), so the better of them is the best whole D. At
+ * most LAG_STEPS passes: GPT-2-1000 at the budget halfway to `none`'s peak 6 where bisection
+ * on log D took 12, its bound at ∅ 45,972 units against 45,970.
  */
 bool dp_lagrange(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
                  size_t window, const int64_t *room, int32_t n_t, int64_t *h, int64_t *d,
                  int32_t *lb0, int32_t *ub, struct dp_guides *g)
 {
     size_t n = (size_t)ls->n;
-    struct lag_search w = {pc, ls, budget, window, room, NULL, h, d, -1, ub, g, {0}, 0};
-    struct lag_path a, b, r;
-    int64_t da, db;
-    bool ok, moved = true;
+    struct lag_search w = {pc, ls, budget, window, room, {NULL, NULL}, h, d, -1, ub, g,
+                           {{NULL}, {NULL}, 0}, 0};
+    struct lag_path a, b, r[2];
+    int64_t da, db, D[2];
+    bool ok, moved = true, fine[2];
 
     *d = 0;
     *lb0 = 0;
     if (!pc->p || budget > (size_t)DP_LAG_MAX || ls->m[ls->n - 1] > (size_t)DP_LAG_MAX ||
         n_t <= 0 || room[0] < 0 || DP_LAG_MAX / n_t < 3)
         return true;
-    if (!(ok = lag_alloc(pc->al, &w.nx, &w.hh, n)))
+    w.row[0] = core_alloc(pc->al, n * sizeof *w.row[0]);
+    w.row[1] = core_alloc(pc->al, n * sizeof *w.row[1]);
+    if (!(ok = lag_alloc(pc->al, &w.nx, n, 2) && w.row[0] && w.row[1]))
         goto out;
     da = DP_LAG_MAX / n_t - 1;
     db = 1;
-    if (!lag_try(&w, da, &a) || a.s <= (int64_t)budget || !lag_try(&w, db, &b) ||
-        b.s > (int64_t)budget)
+    D[0] = da;
+    D[1] = db;
+    lag_try(&w, D, 2, r, fine);
+    a = r[0];
+    b = r[1];
+    if (!fine[0] || a.s <= (int64_t)budget || !fine[1] || b.s > (int64_t)budget)
         goto done; /* the least-time path fits, or no path does */
     while (moved && b.t > a.t) {
         int64_t at = (int64_t)floor((double)(a.s - b.s) / (double)(b.t - a.t));
+        int k = 0;
 
         moved = false;
-        for (int64_t D = at; D <= at + 1 && !moved; D++) {
-            if (D <= db || D >= da)
-                continue; /* tried: its least path is b or a */
-            if (w.passes == LAG_STEPS || !lag_try(&w, D, &r))
+        for (int64_t x = at; x <= at + 1; x++)
+            if (x > db && x < da) /* else tried: its least path is b or a */
+                D[k++] = x;
+        if (k == 0 || w.passes == LAG_STEPS)
+            goto done;
+        lag_try(&w, D, k, r, fine);
+        for (int e = 0; e < k && !moved; e++) {
+            if (!fine[e])
                 goto done;
-            if (D * r.t + r.s < D * a.t + a.s && D * r.t + r.s < D * b.t + b.s) {
+            if (D[e] * r[e].t + r[e].s < D[e] * a.t + a.s &&
+                D[e] * r[e].t + r[e].s < D[e] * b.t + b.s) {
                 moved = true; /* below both: it takes the place of one */
-                if (r.s > (int64_t)budget) {
-                    a = r;
-                    da = D;
+                if (r[e].s > (int64_t)budget) {
+                    a = r[e];
+                    da = D[e];
                 } else {
-                    b = r;
-                    db = D;
+                    b = r[e];
+                    db = D[e];
                 }
             }
         }
     }
 done:
-    if (*d > 0) { /* the states' bound at the D found: P_D, at least H_D */
-        int64_t num;
-
-        r = lag_pass(pc, ls, budget, window, room, *d, true, h, &w.nx);
-        if (r.fits && r.t < *ub)
-            *ub = (int32_t)r.t;
-        guide_add(g, ls, &w.nx);
-        num = h[0] - (int64_t)budget;
-        if (num > 0 && (num + *d - 1) / *d > w.best)
-            w.best = (num + *d - 1) / *d;
-    }
     *lb0 = w.best > INT32_MAX ? INT32_MAX : (int32_t)(w.best < 0 ? 0 : w.best);
 out:
-    lag_release(pc->al, &w.nx, w.hh, n);
+    lag_release(pc->al, &w.nx, n);
+    core_free(pc->al, w.row[0], n * sizeof *w.row[0]);
+    core_free(pc->al, w.row[1], n * sizeof *w.row[1]);
     return ok;
 }
 
-bool dp_lagrange_at(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
-                    size_t window, const int64_t *room, int32_t n_t, int64_t *d, int64_t *h,
-                    int32_t *ub, struct dp_guides *g)
+bool dp_lagrange_peaks(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
+                       size_t window, const int64_t *room, int32_t n_t, int k, int64_t *d,
+                       int64_t *const *h, int32_t *lb0, int32_t *ub, struct dp_guides *g)
 {
     size_t n = (size_t)ls->n;
     struct lag_next nx;
-    int64_t *hh = NULL;
-    bool ok = lag_alloc(pc->al, &nx, &hh, n);
+    struct lag_path r[LAG_LANES];
+    int64_t dmax = DP_LAG_MAX / (n_t > 0 ? n_t : 1) - 1, num;
+    bool ok;
 
-    if (*d > DP_LAG_MAX / (n_t > 0 ? n_t : 1) - 1)
-        *d = DP_LAG_MAX / (n_t > 0 ? n_t : 1) - 1;
-    if (ok) {
-        struct lag_path r = lag_pass(pc, ls, budget, window, room, *d, true, h, &nx);
-
-        if (r.fits && r.t < *ub)
-            *ub = (int32_t)r.t;
-        guide_add(g, ls, &nx);
+    REMAT_ASSERT(k >= 1 && k <= LAG_LANES && d[0] > 0);
+    if (!(ok = lag_alloc(pc->al, &nx, n, k)))
+        goto out;
+    for (int e = 0; e < k; e++)
+        d[e] = d[e] > dmax ? dmax : d[e];
+    lag_pass(pc, ls, budget, window, room, d, true, h, &nx, r);
+    for (int e = 0; e < k; e++) {
+        if (r[e].fits && r[e].t < *ub)
+            *ub = (int32_t)r[e].t;
+        guide_add(g, pc, ls, &nx, e);
     }
-    lag_release(pc->al, &nx, hh, n);
+    num = h[0][0] - (int64_t)budget;
+    if (h[0][0] != INT64_MAX && num > 0 && (num + d[0] - 1) / d[0] > *lb0)
+        *lb0 = (num + d[0] - 1) / d[0] > INT32_MAX ? INT32_MAX : (int32_t)((num + d[0] - 1) / d[0]);
+out:
+    lag_release(pc->al, &nx, n);
     return ok;
 }

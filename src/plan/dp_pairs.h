@@ -99,26 +99,32 @@ struct dp_guides {
 bool dp_guides_init(struct dp_guides *g, const remat_allocator *al, int32_t n_sets);
 void dp_guides_fini(struct dp_guides *g);
 
+/* The Lagrangian multipliers after the first whose bound every state passes too
+ * (dp_least.c), and the rows of the bounds that dp_least_time returns. */
+#define DP_LAG_EXTRA 2
+#define DP_LAG_ROWS (1 + DP_LAG_EXTRA)
+
 /* Sizes past which D t + bytes could pass int64 (2^59 each): no bound; D at most
  * DP_LAG_MAX / n_t - 1 for overheads below n_t. */
 #define DP_LAG_MAX ((int64_t)1 << 59)
 
 /* The Lagrangian bound of a run at budget B (window: the largest M(L_j) - M(L_i) of a
  * usable block; room as kusumoto.c's dp_bounds, -1 where V cannot be reached): the whole
- * D of the sum bound's largest bound at ∅ (dp_pairs.c: the search over D), the peak bound
- * P_D there into h (n_sets entries; INT64_MAX where no chain goes on), *d (0: no bound,
- * the sizes are past what int64 holds) and *lb0 the larger of the two bounds at ∅,
- * rounded up. *ub is lowered to the overhead of every
- * chain met that fits B; each D's least paths are added to g (when not NULL, up to
- * DP_GUIDES_MAX). False only when out of memory. */
+ * D of the sum bound's largest bound at ∅ (dp_pairs.c: the search over D) into *d (0: no
+ * bound, the sizes are past what int64 holds), the sum bound H_D there into h (n_sets
+ * entries; INT64_MAX where no chain goes on) and that bound at ∅, rounded up, into *lb0.
+ * *ub is lowered to the overhead of every chain met that fits B; each D's least paths are
+ * added to g (when not NULL, up to DP_GUIDES_MAX). False only when out of memory. */
 bool dp_lagrange(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
                  size_t window, const int64_t *room, int32_t n_t, int64_t *h, int64_t *d,
                  int32_t *lb0, int32_t *ub, struct dp_guides *g);
-/* The peak bound P_D into h for *d > 0 (lowered to the largest D that dp_lagrange tries
- * for n_t, so that D t + bytes stays within int64), lowering *ub as dp_lagrange does. False only
- * when out of memory. */
-bool dp_lagrange_at(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
-                    size_t window, const int64_t *room, int32_t n_t, int64_t *d, int64_t *h,
-                    int32_t *ub, struct dp_guides *g);
+/* The peak bound P_D at the k (1 .. 1 + DP_LAG_EXTRA) D of d[] (each > 0; lowered to the
+ * largest D that dp_lagrange tries for n_t, so that D t + bytes stays within int64) into
+ * h[0 .. k), in one pass over the pairs; *lb0 raised to P's bound at ∅ at d[0] where that
+ * is larger, *ub lowered and the paths added to g as dp_lagrange does. False only when
+ * out of memory. */
+bool dp_lagrange_peaks(const struct dp_pairs *pc, const struct lsets *ls, size_t budget,
+                       size_t window, const int64_t *room, int32_t n_t, int k, int64_t *d,
+                       int64_t *const *h, int32_t *lb0, int32_t *ub, struct dp_guides *g);
 
 #endif

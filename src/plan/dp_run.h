@@ -18,11 +18,6 @@ struct point {
     int32_t parent;
 };
 
-/* The Lagrangian multipliers after the first whose bound every state passes too
- * (dp_least.c), and the rows of the bounds that dp_least_time returns. */
-#define DP_LAG_EXTRA 2
-#define DP_LAG_ROWS (1 + DP_LAG_EXTRA)
-
 struct dp {
     const struct dag *d;
     const struct lsets *ls;
