@@ -8,9 +8,9 @@
  * peak passes the rest's (P_D(L_i) <= D dt + c), but then the parent's key is at most
  * D t' + m + c <= D ub + B for a child within ub whose block fits. Either way a state
  * passes only if its parent does, and the DP that prunes by it keeps exactly the states
- * of the unpruned one that pass. Work: one pass over the kept pairs per D tried
- * (LAG_STEPS; the two D around a meeting in one), and one for the peak bound at the D
- * found and the further ones together.
+ * of the unpruned one that pass. Work: one pass over the kept pairs per step of the
+ * search (at most LAG_STEPS; the two D around a meeting in one pass), and one for the
+ * peak bound at the D found and the further ones together.
  */
 #include "plan/dp_pairs.h"
 
@@ -73,45 +73,65 @@ struct lag_path {
 };
 
 /* One pass over the usable pairs for the K lanes D[0 .. K): H_D (peak: P_D; dp_pairs.h)
- * into h[lane], the pairs that continue the least chains into to[lane], pe[lane]. K a
- * constant in each call (lag_job), so that the lanes' loop unrolls. */
+ * into h[lane], the pairs that continue the least chains into to[lane], pe[lane]. K and
+ * withc (the pairs carry their charges: pc->c) constants in each call (lag_job), so that
+ * the lanes' loop unrolls; what the pairs into L_j share is read once (the rows written
+ * are int64, which may alias the sets' sizes for the compiler). */
 static inline __attribute__((always_inline)) void
 lag_scan(const struct dp_pairs *pc, const struct lsets *ls, size_t B, size_t window,
-         const int64_t *room, const int64_t *D, const int K, bool peak, int64_t *const *h,
-         int32_t *const *to, size_t *const *pe)
+         const int64_t *room, const int64_t *Din, const int K, const bool withc, bool peak,
+         int64_t *const *hin, int32_t *const *toin, size_t *const *pein)
 {
     int32_t last = ls->n - 1;
+    const size_t *m = ls->m;
+    int64_t D[3], *h[3];
+    int32_t *to[3];
+    size_t *pe[3];
 
-    for (int k = 0; k < K; k++)
+    for (int k = 0; k < K; k++) {
+        D[k] = Din[k];
+        h[k] = hin[k];
+        to[k] = toin[k];
+        pe[k] = pein[k];
         for (int32_t i = 0; i < ls->n; i++) {
             h[k][i] = INT64_MAX;
             to[k][i] = -1;
         }
+    }
     for (int32_t j = last; j > 0; j--) {
         int64_t hj[3];
+        size_t mj = m[j], cj = ls->m_out[j], e0 = pc->at[j], e1 = pc->end[j];
+        const struct dp_pair *p = pc->p;
+        const size_t *cc = pc->c;
+        bool at_last = j == last;
 
         /* no chain from L_j to V: the same at every D */
-        if (room[j] < 0 || (j != last && h[0][j] == INT64_MAX))
+        if (room[j] < 0 || (!at_last && h[0][j] == INT64_MAX))
             continue;
         for (int k = 0; k < K; k++)
-            hj[k] = h[k][j];
-        for (size_t e = pc->at[j]; e < pc->end[j]; e++) {
-            const struct dp_pair *q = &pc->p[e];
-            size_t c = dp_pair_charge(pc, ls, e, j);
+            hj[k] = at_last ? 0 : h[k][j]; /* (not read at V, where it is INT64_MAX) */
+        /* the rows are read last first, each forward, which the hardware's prefetch does
+         * not follow: the next row's pairs are asked for now */
+        for (size_t e = pc->at[j - 1]; e < pc->end[j - 1]; e += 64 / sizeof *p)
+            __builtin_prefetch(p + e);
+        for (size_t e = e0; e < e1; e++) {
+            int32_t i = p[e].i;
+            int64_t dt = p[e].dt, dm = (int64_t)p[e].dm;
+            size_t mi = m[i], c = withc ? cc[e] : 2 * (mj - mi) + cj; /* dp_pair_charge */
 
-            if (c > B || ls->m[j] - ls->m[q->i] > window)
+            if (c > B || mj - mi > window)
                 continue;
             for (int k = 0; k < K; k++) {
                 int64_t v;
 
-                if (j == last || (peak && (int64_t)c > (int64_t)q->dm + hj[k]))
-                    v = D[k] * q->dt + (int64_t)c; /* the block's own peak passes the rest's */
+                if (at_last || (peak && (int64_t)c > dm + hj[k]))
+                    v = D[k] * dt + (int64_t)c; /* the block's own peak passes the rest's */
                 else
-                    v = D[k] * q->dt + (int64_t)q->dm + hj[k];
-                if (v < h[k][q->i]) {
-                    h[k][q->i] = v;
-                    to[k][q->i] = j;
-                    pe[k][q->i] = e;
+                    v = D[k] * dt + dm + hj[k];
+                if (v < h[k][i]) {
+                    h[k][i] = v;
+                    to[k][i] = j;
+                    pe[k][i] = e;
                 }
             }
         }
@@ -130,22 +150,33 @@ struct lag_work {
     int at[3];
 };
 
+/* lag_scan for n lanes from l, each case with its constants */
+#define LAG_SCAN(n, withc)                                                                  \
+    lag_scan(w->pc, w->ls, w->B, w->window, w->room, w->D + l, n, withc, w->peak, w->h + l, \
+             w->nx->to + l, w->nx->pe + l)
+
 static void lag_job(void *ctx, int g)
 {
     const struct lag_work *w = ctx;
     int l = w->at[g], n = w->at[g + 1] - l;
+    bool withc = w->pc->c != NULL;
 
     _Static_assert(LAG_LANES == 3, "a job takes one to three lanes");
-    if (n == 1)
-        lag_scan(w->pc, w->ls, w->B, w->window, w->room, w->D + l, 1, w->peak, w->h + l,
-                 w->nx->to + l, w->nx->pe + l);
+    if (n == 1 && withc)
+        LAG_SCAN(1, true);
+    else if (n == 1)
+        LAG_SCAN(1, false);
+    else if (n == 2 && withc)
+        LAG_SCAN(2, true);
     else if (n == 2)
-        lag_scan(w->pc, w->ls, w->B, w->window, w->room, w->D + l, 2, w->peak, w->h + l,
-                 w->nx->to + l, w->nx->pe + l);
+        LAG_SCAN(2, false);
+    else if (n == 3 && withc)
+        LAG_SCAN(3, true);
     else if (n == 3)
-        lag_scan(w->pc, w->ls, w->B, w->window, w->room, w->D + l, 3, w->peak, w->h + l,
-                 w->nx->to + l, w->nx->pe + l);
+        LAG_SCAN(3, false);
 }
+
+#undef LAG_SCAN
 
 /* The nx->k lanes' H_D (peak: P_D) into h[lane] and their least chains from ∅ into
  * r[lane]: one job, or two with the lanes split, on cores of their own. */
