@@ -351,9 +351,9 @@ static void timing(const char *dir)
  * dp_within -1: the time-centric optimum, where the default takes a chain proven within
  * 0.1% of it past 1,000 values), its seconds and the ratios of the default's peak and
  * overhead to its. GPT-2 of 1,000 layers is also planned by approx-tc at 2% and 10% of
- * the way from the minimum to `none`'s peak, where its frontiers are widest; at the
- * halfway budget it is not planned flat by approx-tc (over 50 s of one core:
- * docs/benchmarks.md gives that run's figures).
+ * the way from the minimum to `none`'s peak, where its frontiers are widest; at 10% and
+ * halfway it is not planned flat by approx-tc (274 s and over 50 s of one core:
+ * docs/benchmarks.md gives those runs' figures).
  * hybrid's sweep runs over a thinned family on graphs past 2,048 lower sets, and past
  * 1,000 nodes its runs above the least budget restrict long blocks to coarse sets
  * (docs/planners.md, "Seventeenth round"; the flat columns do not change that). Layouts of more than PACK_QUICK_MIN instances under a budget run
@@ -366,7 +366,7 @@ static void scale_row(const remat_tgraph *tg, const char *net, int64_t layers,
                       const char *label)
 {
     bool skip_flat = layers >= 1000 && !min && s == REMAT_STRATEGY_APPROX_TC &&
-                     !strcmp(label, "halfway");
+                     strcmp(label, "2%");
     struct result r = have ? *have : run_coarse(tg, s, min, budget, false, false, 0);
     struct result f = {0};
     char name[64];
