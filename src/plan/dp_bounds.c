@@ -188,6 +188,8 @@ void dp_bounds(const struct dp *p, int32_t *lb, int64_t *room)
 
         if (room[j] < 0)
             continue;
+        if (p->pc.p)
+            dp_pairs_prefetch_row(&p->pc, j - 1); /* the next row, read last first */
         for (pairs_begin(p, j, false, &it); pairs_next(p, &it, &i, &dt, &dm, &c);) {
             int64_t r = B - (int64_t)c;
 

@@ -110,10 +110,7 @@ lag_scan(const struct dp_pairs *pc, const struct lsets *ls, size_t B, size_t win
             continue;
         for (int k = 0; k < K; k++)
             hj[k] = at_last ? 0 : h[k][j]; /* (not read at V, where it is INT64_MAX) */
-        /* the rows are read last first, each forward, which the hardware's prefetch does
-         * not follow: the next row's pairs are asked for now */
-        for (size_t e = pc->at[j - 1]; e < pc->end[j - 1]; e += 64 / sizeof *p)
-            __builtin_prefetch(p + e);
+        dp_pairs_prefetch_row(pc, j - 1); /* the next row, read last first */
         for (size_t e = e0; e < e1; e++) {
             int32_t i = p[e].i;
             int64_t dt = p[e].dt, dm = (int64_t)p[e].dm;
