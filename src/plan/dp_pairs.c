@@ -303,10 +303,8 @@ struct lag_search {
  * where no chain goes on from ∅. */
 static void lag_try(struct lag_search *w, const int64_t *D, int k, struct lag_path *r, bool *ok)
 {
-    int64_t *const rows[2] = {w->row[0], w->row[1]};
-
     w->nx.k = k;
-    lag_pass(w->pc, w->ls, w->budget, w->window, w->room, D, false, rows, &w->nx, r);
+    lag_pass(w->pc, w->ls, w->budget, w->window, w->room, D, false, w->row, &w->nx, r);
     w->passes++;
     for (int e = 0; e < k; e++) {
         int64_t num, v;
@@ -314,14 +312,14 @@ static void lag_try(struct lag_search *w, const int64_t *D, int k, struct lag_pa
         if (r[e].fits && r[e].t < *w->ub)
             *w->ub = (int32_t)r[e].t;
         guide_add(w->g, w->pc, w->ls, &w->nx, e);
-        if (!(ok[e] = rows[e][0] != INT64_MAX))
+        if (!(ok[e] = w->row[e][0] != INT64_MAX))
             continue; /* no chain (room[0] >= 0 says there is one: not met) */
-        num = rows[e][0] - (int64_t)w->budget;
+        num = w->row[e][0] - (int64_t)w->budget;
         v = num > 0 ? (num + D[e] - 1) / D[e] : 0;
         if (v > w->best) {
             w->best = v;
             *w->d = D[e];
-            memcpy(w->h, rows[e], sizeof *w->h * (size_t)w->ls->n);
+            memcpy(w->h, w->row[e], sizeof *w->h * (size_t)w->ls->n);
         }
     }
 }

@@ -74,10 +74,10 @@ static inline size_t dp_pair_charge(const struct dp_pairs *pc, const struct lset
     return pc->c ? pc->c[e] : dp_authors_charge(ls, pc->p[e].i, j);
 }
 
-/* Asks for the kept pairs into L_j ahead of their use: passes that read the rows last
- * first, each forward (the bounds, dp_bounds and dp_lagrange), call it for the next row,
- * which the hardware's prefetch does not follow (a Lagrangian pass over GPT-2-1000's 3.4
- * 10^6 pairs: 24 -> 9 ms). */
+/* Asks for the kept pairs into L_j ahead of their use. The passes that read the rows
+ * last first, each forward (dp_bounds, the Lagrangian passes), call it for the next
+ * row, which the hardware's prefetch does not follow (a Lagrangian pass over
+ * GPT-2-1000's 3.4 10^6 pairs: 24 -> 9 ms). */
 static inline void dp_pairs_prefetch_row(const struct dp_pairs *pc, int32_t j)
 {
     for (size_t e = pc->at[j]; e < pc->end[j]; e += 64 / sizeof *pc->p)

@@ -22,7 +22,8 @@ struct dp_ask {
 /* remat_plan_opts.dp_within's default: past DP_SIM_MAX_NODES planned values, a chain
  * proven within a thousandth of the family's least recomputation (the beam, dp_least.c):
  * GPT-2 of 1,000 layers at 2% of the way from its least budget to `none`'s peak plans in
- * 2.6 s instead of 7.2, and at five budgets from 2% to 70% the beam's chain had the least
+ * 2.6 s instead of 7.2 (the beam's own gain, measured before the twenty-first round's
+ * other changes), and at five budgets from 2% to 70% the beam's chain had the least
  * overhead itself (docs/planners.md, "Twenty-first round"). */
 #define DP_WITHIN_LARGE 1e-3
 
