@@ -18,6 +18,13 @@
  * they stay small (ResNet-1001's hybrid sweep), and a capped one is lost work. */
 #define TRIAL_PTS 4
 
+/* Runs that visit at least this many pairs skip those tries (unless kusumoto_set_trial
+ * asks for them): on the scale bench's graphs (bench/planners --scale) every try of such
+ * a run was capped, ResNet-1001's, ResNet-2498's and GPT-2-1000's alike (GPT-2-1000 at
+ * 2% of the way from its least budget to `none`'s peak: 0.07 s lost). The chain is the
+ * same either way. */
+#define TRIAL_PAIRS_MAX ((int64_t)1 << 20)
+
 static size_t trial_max; /* kusumoto_set_trial's; 0: TRIAL_PTS a set */
 
 void kusumoto_set_trial(size_t max_pts)
@@ -93,9 +100,14 @@ static int64_t first_step(const struct dp *p, int64_t spread)
  * hybrid's sweep on GPT-2 of 1,000 layers, at four budgets halfway to `none`: 66,000
  * states instead of 0.9-4.2 10^6, 0.01-0.024 s instead of 0.04-0.36 s a run, overheads
  * 0.001-0.026% above the optimum's. p->near: the beam found its chain, which p's states
- * hold; otherwise the search goes on.
+ * hold; otherwise the search goes on. A set's states cost the beam about its run's time
+ * each: on GPT-2-1000 at 2% of the way from its least budget to `none`'s peak a beam of
+ * 32 carried 173 10^6 states (0.74 s), one of 24 (0.56 s) found a chain of the same
+ * overhead and peak there and at 10%, 30%, 50% and 70%, as at every row of
+ * `bench/planners --scale`; one of 20 lost 0.04% of the peak at 50%, one of 16 found no
+ * chain within 0.1% there (the exact search then ran: 1.8 s).
  */
-#define BEAM 32
+#define BEAM 24
 
 static remat_status near_run(struct dp *p, const int32_t *lb, int32_t lo, int32_t ub)
 {
@@ -143,7 +155,9 @@ remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t *
      * its frontiers stay at a few states a set: cheaper than the Lagrangian passes */
     p->stage = "DP: the time-memory frontier, one deepening";
     p->max_pts = trial_max ? trial_max : (size_t)TRIAL_PTS * (size_t)ls->n;
-    for (int32_t guess = (*lb)[0] > 0 ? (*lb)[0] : 1;; guess = guess > ub / 16 ? ub : 4 * guess) {
+    p->capped = !trial_max && dp_run_pairs(p) >= TRIAL_PAIRS_MAX;
+    for (int32_t guess = (*lb)[0] > 0 ? (*lb)[0] : 1; !p->capped;
+         guess = guess > ub / 16 ? ub : 4 * guess) {
         if ((st = dp_run(p, DP_FRONTIER, *lb, guess < ub ? guess : ub)) || p->capped)
             break;
         if (p->fr_n[last] > 0)
