@@ -7,6 +7,7 @@
  * affordable (plan_dp.c, struct dp_memo), against Chen's plans and the authors' bound.
  */
 #include "plan_util.h"
+#include "plan/dp_run.h"
 #include "plan/dp_sim.h"
 
 /*
@@ -17,6 +18,56 @@
  * The pairs the search kept, read by kusumoto_plan_pairs at that budget, give the chains
  * (memory- and time-centric) the DP gives working them out.
  */
+/* Whether chains c and e (their results r and q) are the same. */
+static bool same_plan(const struct dag *d, const struct chain *c, const struct dp_result *r,
+                      const struct chain *e, const struct dp_result *q)
+{
+    return r->feasible && q->feasible && r->bound == q->bound && r->overhead == q->overhead &&
+           c->n_blocks == e->n_blocks &&
+           !memcmp(c->block, e->block, sizeof *c->block * (size_t)d->n) &&
+           !memcmp(c->kept, e->kept, sizeof *c->kept * (size_t)d->n);
+}
+
+/*
+ * A time-centric plan past 2^20 pairs at a budget above the kept pairs' (pc, kept at the
+ * least budget mb) keeps its own in their memory and hands them back (kusumoto_plan.c):
+ * its chain is the one worked out without pairs, pc then holds, row by row, the pairs a
+ * fresh dp_keep_pairs keeps at that budget, and they give the same chains at mb as
+ * before. c and e: room for chains.
+ */
+static void pairs_regrown(const struct dag *d, const struct lsets *ls, struct dp_pairs *pc,
+                          size_t mb, struct chain *c, struct chain *e)
+{
+    struct dp_result r, q;
+    struct dp p;
+    size_t b = mb, before = pc->budget;
+    bool rows = true;
+
+    while (kusumoto_pairs(ls, b) < ((int64_t)1 << 21) && b < SIZE_MAX / 4)
+        b *= 2;
+    CHECK_OK(kusumoto_plan(d, ls, false, b, INT64_MAX, NULL, c, &r));
+    CHECK_OK(kusumoto_plan_pairs(d, ls, false, b, INT64_MAX, NULL, pc, 0, e, &q));
+    CHECK(same_plan(d, c, &r, e, &q), "at %zu: the chain with the pairs regrown differs", b);
+    CHECK(pc->p && pc->budget == b && before < b, "pairs kept at %zu, not regrown at %zu",
+          pc->budget, b);
+    REMAT_ASSERT_TEST(dp_init(&p, d, ls, b) == REMAT_OK);
+    REMAT_ASSERT_TEST(dp_keep_pairs(&p));
+    for (int32_t j = 1; rows && j < ls->n; j++) {
+        size_t n = p.pc.end[j] - p.pc.at[j];
+
+        rows = n == pc->end[j] - pc->at[j];
+        for (size_t k = 0; rows && k < n; k++)
+            rows = !memcmp(&p.pc.p[p.pc.at[j] + k], &pc->p[pc->at[j] + k], sizeof *pc->p);
+    }
+    CHECK(rows && p.pc.n == pc->n, "at %zu: %zu pairs regrown, %zu kept afresh, rows %s", b,
+          pc->n, p.pc.n, rows ? "the same" : "differ");
+    printf("  pairs regrown from %zu to %zu bytes: %zu\n", before, b, pc->n);
+    dp_fini(&p);
+    CHECK_OK(kusumoto_plan(d, ls, false, mb, 0, NULL, c, &r));
+    CHECK_OK(kusumoto_plan_pairs(d, ls, false, mb, 0, NULL, pc, 0, e, &q));
+    CHECK(same_plan(d, c, &r, e, &q), "at %zu: the chain with the regrown pairs differs", mb);
+}
+
 static void test_search_large(void)
 {
     remat_zoo_opts zo = {.batch = 1, .layers = 450};
@@ -56,6 +107,7 @@ static void test_search_large(void)
                       mb[0], kept.bound, kept.overhead, c2.n_blocks, at.bound, at.overhead,
                       c.n_blocks);
             }
+            pairs_regrown(&d, &ls, &pc, mb[0], &c, &c2);
             chain_free(&c2);
             CHECK_OK(kusumoto_plan(&d, &ls, true, mb[0], INT64_MAX, NULL, &c, &at));
             CHECK_OK(kusumoto_plan(&d, &ls, true, mb[0] - 1, INT64_MAX, NULL, &c, &below));

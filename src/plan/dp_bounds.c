@@ -64,7 +64,7 @@ static void keep_job(void *ctx, int k)
  * pairs visited lie on each side, the second half written from its first row's bound on
  * (the room between the halves is never touched). GPT-2 of 1,000 layers at its least
  * budget: 5.9 10^6 pairs. */
-bool dp_keep_pairs(struct dp *p)
+static bool keep_pairs(struct dp *p, struct dp_pairs *old)
 {
     int64_t n = dp_run_pairs(p), half = 0;
     struct dp_pairs pc = {0};
@@ -73,8 +73,12 @@ bool dp_keep_pairs(struct dp *p)
 
     if (p->pc.p || n > DP_PAIRS_MAX)
         return true;
-    if (!dp_pairs_init(&pc, p->al, p->ls->n, (size_t)n, p->ls->sim != NULL))
+    if (old && old->p && old->n_sets == p->ls->n && (old->c != NULL) == (p->ls->sim != NULL)) {
+        if (!dp_pairs_regrow(&pc, old, (size_t)n))
+            return false;
+    } else if (!dp_pairs_init(&pc, p->al, p->ls->n, (size_t)n, p->ls->sim != NULL)) {
         return false;
+    }
     if (parts == 2) {
         int32_t j = 1;
 
@@ -88,6 +92,16 @@ bool dp_keep_pairs(struct dp *p)
     pc.budget = p->budget;
     p->pc = pc;
     return true;
+}
+
+bool dp_keep_pairs(struct dp *p)
+{
+    return keep_pairs(p, NULL);
+}
+
+bool dp_keep_pairs_in(struct dp *p, struct dp_pairs *old)
+{
+    return keep_pairs(p, old);
 }
 
 bool dp_record_pairs(struct dp *p, struct dp_pairs *rec)

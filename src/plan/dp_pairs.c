@@ -40,6 +40,37 @@ bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_set
     return true;
 }
 
+bool dp_pairs_regrow(struct dp_pairs *pc, struct dp_pairs *old, size_t cap)
+{
+    const remat_allocator *al = old->al;
+    bool with_c = old->c != NULL;
+    struct dp_pair *np;
+    size_t *nc = NULL;
+
+    cap = cap ? cap : 1;
+    if (!(np = core_realloc(al, old->p, sizeof *np * old->cap, sizeof *np * cap))) {
+        dp_pairs_fini(old);
+        return false;
+    }
+    old->p = np;
+    if (with_c && !(nc = core_realloc(al, old->c, sizeof *nc * old->cap, sizeof *nc * cap))) {
+        core_free(al, old->p, sizeof *old->p * cap);
+        old->p = NULL;
+        dp_pairs_fini(old);
+        return false;
+    }
+    *pc = *old;
+    memset(old, 0, sizeof *old);
+    pc->c = nc;
+    pc->cap = cap;
+    pc->n = 0;
+    memset(pc->at, 0, sizeof *pc->at * ((size_t)pc->n_sets + 1));
+    memset(pc->end, 0, sizeof *pc->end * ((size_t)pc->n_sets + 1));
+    core_hint_huge(pc->p, pc->cap * sizeof *pc->p);
+    core_hint_huge(pc->c, pc->cap * sizeof *pc->c);
+    return true;
+}
+
 void dp_pairs_fini(struct dp_pairs *pc)
 {
     /* al NULL is the C library's allocator; core_free passes over NULL blocks */

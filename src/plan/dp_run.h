@@ -89,6 +89,10 @@ void dp_bounds(const struct dp *p, int32_t *lb, int64_t *room);
 /* Keeps the usable pairs of p's budget in p->pc (runs at smaller budgets filter them)
  * when they number at most DP_PAIRS_MAX; false only when out of memory. */
 bool dp_keep_pairs(struct dp *p);
+/* The same in old's memory where it holds pairs over the same sets and model (the
+ * memory it touched reused; old emptied, its pairs dropped, even when out of memory);
+ * otherwise as dp_keep_pairs, old untouched. */
+bool dp_keep_pairs_in(struct dp *p, struct dp_pairs *old);
 /* Room in rec for the pairs a DP_MIN_M run at p's budget records (p->rec: every pair
  * from a set of L_j's row that holds a state on, usable at the budget), when they
  * number at most DP_PAIRS_MAX (false otherwise, or out of memory). Runs at p's budget

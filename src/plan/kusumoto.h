@@ -46,10 +46,12 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
  * visited (not restricted from coarse to fine). The same chain: the kept pairs filtered
  * to B are those a run at B works out, in the same order. Time-centric with within >
  * 0: as kusumoto_plan_within (a chain proven within that fraction of the optimum's
- * overhead where the beam finds one); 0: the optimum. */
+ * overhead where the beam finds one); 0: the optimum. Pairs kept over ls below B are
+ * replaced, in their memory, by those a time-centric plan keeps at B (past 2^20 pairs,
+ * kusumoto_plan.c), which serve every budget up to B. */
 remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
                                  bool memory_centric, size_t budget, int64_t coarse_at,
-                                 const struct dp_progress *pg, const struct dp_pairs *pairs,
+                                 const struct dp_progress *pg, struct dp_pairs *pairs,
                                  double within, struct chain *c, struct dp_result *res);
 /* Time-centric, as kusumoto_plan, but ending with a chain whose overhead is proven
  * within `within` (a fraction, in the DP's overhead units) of the optimum's where a beam

@@ -40,7 +40,7 @@ static double ask_within(const remat_plan_opts *o, const struct dag *d)
 
 /* The DP's chain at budget B, lowered (*out stays NULL when infeasible). */
 static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
-                               const struct lsets *ls, const struct dp_pairs *pairs,
+                               const struct lsets *ls, struct dp_pairs *pairs,
                                const struct dp_ask *q, size_t budget, struct chain *c,
                                struct dp_result *res, remat_schedule **out)
 {
@@ -57,8 +57,9 @@ static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
 }
 
 /* A family of lower sets with its model, the least budget of its DP once found (0
- * until asked) and the pairs that search kept (at min_b or above), for the plans at
- * budgets up to theirs. */
+ * until asked) and the pairs that search kept (at min_b or above), or those a plan at a
+ * larger budget kept in their place (kusumoto_plan_pairs), for the plans at budgets up
+ * to theirs. */
 struct dp_fam {
     struct lsets ls;
     size_t min_b;
