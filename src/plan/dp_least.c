@@ -133,17 +133,24 @@ static remat_status near_run(struct dp *p, const int32_t *lb, int32_t lo, int32_
 /* The least overhead at V: p's states are the memory-centric run's (an upper bound). */
 remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag)
 {
+    *lb = core_calloc(p->al, (size_t)p->ls->n, sizeof **lb);
+    *room = core_calloc(p->al, (size_t)p->ls->n, sizeof **room);
+    if (!*lb || !*room)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+    dp_bounds(p, *lb, *room);
+    return dp_least_time_bounded(p, *lb, *room, lag);
+}
+
+remat_status dp_least_time_bounded(struct dp *p, int32_t *lb, int64_t *room, int64_t **lag)
+{
     const struct lsets *ls = p->ls;
     int32_t last = ls->n - 1, ub = p->pts[p->fr_at[last]].t, lo, lag_lb = 0;
     remat_status st;
 
-    *lb = core_calloc(p->al, (size_t)ls->n, sizeof **lb);
-    *room = core_calloc(p->al, (size_t)ls->n, sizeof **room);
     *lag = core_calloc(p->al, DP_LAG_ROWS * (size_t)ls->n, sizeof **lag);
-    if (!*lb || !*room || !*lag)
+    if (!*lag)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
-    dp_bounds(p, *lb, *room);
-    p->room = *room;
+    p->room = room;
     /* the greedy least-(t, m) chain among the states that can still reach V: it always
      * does, so ub is never left at the memory-centric chain's */
     p->stage = "DP: least time";
@@ -156,9 +163,9 @@ remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t *
     p->stage = "DP: the time-memory frontier, one deepening";
     p->max_pts = trial_max ? trial_max : (size_t)TRIAL_PTS * (size_t)ls->n;
     p->capped = !trial_max && dp_run_pairs(p) >= TRIAL_PAIRS_MAX;
-    for (int32_t guess = (*lb)[0] > 0 ? (*lb)[0] : 1; !p->capped;
+    for (int32_t guess = lb[0] > 0 ? lb[0] : 1; !p->capped;
          guess = guess > ub / 16 ? ub : 4 * guess) {
-        if ((st = dp_run(p, DP_FRONTIER, *lb, guess < ub ? guess : ub)) || p->capped)
+        if ((st = dp_run(p, DP_FRONTIER, lb, guess < ub ? guess : ub)) || p->capped)
             break;
         if (p->fr_n[last] > 0)
             break;
@@ -169,7 +176,7 @@ remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t *
         return st;
     if (!dp_keep_pairs(p) || !dp_guides_init(&p->gd, p->al, ls->n))
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
-    if (!dp_lagrange(&p->pc, ls, p->budget, window(p), *room, p->n_t, *lag, &p->lag_d,
+    if (!dp_lagrange(&p->pc, ls, p->budget, window(p), room, p->n_t, *lag, &p->lag_d,
                      &lag_lb, &ub, guides_on ? &p->gd : NULL))
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
     p->lag = p->lag_d > 0 ? *lag : NULL;
@@ -187,7 +194,7 @@ remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t *
             rows[k] = *lag + (size_t)k * (size_t)ls->n;
             k++;
         }
-        if (!dp_lagrange_peaks(&p->pc, ls, p->budget, window(p), *room, p->n_t, k, dd, rows,
+        if (!dp_lagrange_peaks(&p->pc, ls, p->budget, window(p), room, p->n_t, k, dd, rows,
                                &lag_lb, &ub, guides_on ? &p->gd : NULL))
             return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
         for (int e = 1; e < k; e++) {
@@ -195,8 +202,8 @@ remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t *
             p->lag_dx[p->n_lagx++] = dd[e];
         }
     }
-    lo = (*lb)[0] > lag_lb ? (*lb)[0] : lag_lb;
-    if (p->within > 0 && p->lag && ((st = near_run(p, *lb, lo, ub)) || p->near))
+    lo = lb[0] > lag_lb ? lb[0] : lag_lb;
+    if (p->within > 0 && p->lag && ((st = near_run(p, lb, lo, ub)) || p->near))
         return st;
     /*
      * Deepening from lo: a run costs about the states within its bound, and near lo
@@ -212,7 +219,7 @@ remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t *
     for (int64_t step = first_step(p, ub - lo);; step *= 4) {
         int32_t guess = step > (ub - lo) / 4 ? ub : lo + (int32_t)step;
 
-        if ((st = dp_run(p, DP_FRONTIER, *lb, guess)))
+        if ((st = dp_run(p, DP_FRONTIER, lb, guess)))
             return st;
         if (p->fr_n[last] > 0)
             return REMAT_OK;

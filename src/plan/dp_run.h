@@ -108,6 +108,10 @@ size_t dp_chain_need(const struct dp *p);
  * hold the least overhead (dp_least.c). *lb, *room (n sets each) and *lag (DP_LAG_ROWS
  * n: P at p->lag_d, then at each of p->lag_dx) are the caller's to free. */
 remat_status dp_least_time(struct dp *p, int32_t **lb, int64_t **room, int64_t **lag);
+/* The same with lb and room (n sets each, the caller's) already dp_bounds' at p's budget
+ * (which does not depend on the memory-centric run: kusumoto_plan.c works them out beside
+ * it). */
+remat_status dp_least_time_bounded(struct dp *p, int32_t *lb, int64_t *room, int64_t **lag);
 
 /* The set whose frontier holds pts[idx], after a run that reached V (every set's fr_at
  * then ascends with the sets, and each set's points lie in its own range). */
