@@ -99,10 +99,21 @@ struct pair_it {
     bool live;         /* only pairs from sets that hold states (a run's fr_n) */
 };
 
+static inline void pairs_begin_from(const struct dp *p, int32_t j, int32_t from, bool live,
+                                    struct pair_it *it);
+
 static inline void pairs_begin(const struct dp *p, int32_t j, bool live, struct pair_it *it)
+{
+    pairs_begin_from(p, j, 0, live, it);
+}
+
+/* The same from L_from on (with kept pairs; 0: from the first start). */
+static inline void pairs_begin_from(const struct dp *p, int32_t j, int32_t from, bool live,
+                                    struct pair_it *it)
 {
     int32_t fs = first_start(p, j);
 
+    fs = from > fs ? from : fs;
     it->j = j;
     it->e = it->end = 0;
     it->live = live;

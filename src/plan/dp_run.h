@@ -60,6 +60,9 @@ struct dp {
     size_t max_pts;              /* a run stops (capped) past this many states; 0: none */
     bool capped;
     size_t n_split;              /* the last run's sets shared with a helper thread */
+    int32_t n_piped, n_redone;   /* a beam run on two threads (dp_pipe.c): its sets
+                                    whose pairs the helper shared, and those worked out
+                                    alone after all */
 };
 
 enum dp_mode {

@@ -24,7 +24,7 @@
  * usable pairs are kept (dp_pairs.h) read those instead of working them out.
  */
 #include "plan/kusumoto.h"
-#include "plan/dp_iter.h"
+#include "plan/dp_pipe.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -47,6 +47,13 @@ void kusumoto_set_split(int64_t min_work)
     split_min_set = min_work;
 }
 
+static bool pipe_set = true; /* kusumoto_set_pipeline's */
+
+void kusumoto_set_pipeline(bool on)
+{
+    pipe_set = on;
+}
+
 static bool push_point(struct dp *p, struct point pt)
 {
     if (p->n_pts == p->cap_pts) {
@@ -61,196 +68,6 @@ static bool push_point(struct dp *p, struct point pt)
     }
     p->pts[p->n_pts++] = pt;
     return true;
-}
-
-/* The first point of set i's frontier fp (cnt points, m descending) that a block to set
- * j (cost c at its peak, dm kept) leaves within the budget and able to reach V: the
- * feasible points are a suffix. -1 when j can no longer be passed through. */
-static int32_t first_feasible(const struct dp *p, const struct point *fp, int32_t cnt,
-                              int32_t j, size_t c, size_t dm)
-{
-    int32_t lo = 0, hi = cnt;
-    size_t lim = p->budget - c;
-
-    if (p->room) {
-        if (p->room[j] < 0 || (p->room[j] != INT64_MAX && (size_t)p->room[j] < dm))
-            return -1;
-        if (p->room[j] != INT64_MAX && (size_t)p->room[j] - dm < lim)
-            lim = (size_t)p->room[j] - dm;
-    }
-    while (lo < hi) {
-        int32_t mid = (lo + hi) / 2;
-
-        if (fp[mid].m <= lim)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
-/* A run's candidates at the set under way: the least (m, t) or (t, m) state (one), or
- * the least m per overhead t (best, with its parent) over the overheads t_lo .. t_hi. */
-struct dp_acc {
-    enum dp_mode mode;
-    const int32_t *lb;
-    int32_t ub;
-    size_t *best;
-    int32_t *par;      /* per t: the candidate's parent state (its index in pts) */
-    struct point one;
-    bool any;
-    int32_t t_lo, t_hi;
-    int32_t win_lo, win_hi; /* DP_FRONTIER: only candidates with win_lo <= t < win_hi */
-};
-
-/* DP_MIN_M and DP_MIN_T: the one state of L_i carried to L_j by the block (dt, dm, c)
- * against the set's best so far, one. */
-static inline void relax_one(const struct dp *p, enum dp_mode mode, struct point *one, int32_t i,
-                             int32_t j, int32_t dt, size_t dm, size_t c)
-{
-    const struct point *fp = p->pts + p->fr_at[i];
-    struct point q = {fp[0].m + dm, fp[0].t + dt, p->fr_at[i]};
-
-    if (fp[0].m + c > p->budget ||
-        (p->room && (p->room[j] < 0 || (p->room[j] != INT64_MAX &&
-                                        fp[0].m + dm > (size_t)p->room[j]))))
-        return; /* breaks the budget, or can no longer reach V */
-    if (mode == DP_MIN_M ? (q.m < one->m || (q.m == one->m && q.t < one->t))
-                         : (q.t < one->t || (q.t == one->t && q.m < one->m)))
-        *one = q;
-}
-
-/* The Lagrangian tests' limits on a state (t, m) of L_i carried to L_j: D t + m at most
- * lim[0], and at each further multiplier Dx[e] (dp_least.c), Dx[e] t + m at most
- * lim[1 + e]. */
-struct lag_lim {
-    int64_t lim[DP_LAG_ROWS];
-};
-
-/* The points k0 .. k1 - 1 of L_i's frontier fp carried to L_j into a's candidates, those
- * within ll's limits when lag (the first nx further multipliers' too). The caller has cut
- * the points past the bound ub - lb (relax); with clamp, overheads past the last unit are
- * counted there. */
-static inline __attribute__((always_inline)) void
-relax_run(const struct dp *p, struct dp_acc *a, int32_t dt, size_t dm, const struct point *fp,
-          int32_t k0, int32_t k1, bool lag, int nx, struct lag_lim ll, bool clamp)
-{
-    size_t *best = a->best;
-    int32_t *par = a->par, base = (int32_t)(fp - p->pts), last = p->n_t - 1;
-    int64_t D = p->lag_d, D1 = p->lag_dx[0], D2 = p->lag_dx[1];
-
-    for (int32_t k = k0; k < k1; k++) {
-        int32_t t = fp[k].t + dt;
-        size_t m = fp[k].m + dm;
-
-        if (clamp && t > last)
-            t = last;
-        if (lag && D * (int64_t)fp[k].t + (int64_t)fp[k].m > ll.lim[0])
-            continue; /* no chain through it ends within ub (dp_pairs.h) */
-        if (nx > 0 && D1 * (int64_t)fp[k].t + (int64_t)fp[k].m > ll.lim[1])
-            continue;
-        if (nx > 1 && D2 * (int64_t)fp[k].t + (int64_t)fp[k].m > ll.lim[2])
-            continue;
-        if (m < best[t]) {
-            best[t] = m;
-            par[t] = base + k;
-            a->any = true;
-            a->t_lo = t < a->t_lo ? t : a->t_lo;
-            a->t_hi = t > a->t_hi ? t : a->t_hi;
-        }
-    }
-}
-
-/* relax_run with clamp and the further multipliers' count constants in each call, so
- * that the loop has no test it does not need */
-static inline __attribute__((always_inline)) void
-relax_range(const struct dp *p, struct dp_acc *a, int32_t dt, size_t dm, const struct point *fp,
-            int32_t k0, int32_t k1, bool lag, struct lag_lim ll, bool clamp)
-{
-    int nx = lag ? p->n_lagx : 0;
-
-    _Static_assert(DP_LAG_EXTRA == 2, "relax_run tests two further multipliers");
-    if (clamp && nx == 2)
-        relax_run(p, a, dt, dm, fp, k0, k1, lag, 2, ll, true);
-    else if (clamp && nx == 1)
-        relax_run(p, a, dt, dm, fp, k0, k1, lag, 1, ll, true);
-    else if (clamp)
-        relax_run(p, a, dt, dm, fp, k0, k1, lag, 0, ll, true);
-    else if (nx == 2)
-        relax_run(p, a, dt, dm, fp, k0, k1, lag, 2, ll, false);
-    else if (nx == 1)
-        relax_run(p, a, dt, dm, fp, k0, k1, lag, 1, ll, false);
-    else
-        relax_run(p, a, dt, dm, fp, k0, k1, lag, 0, ll, false);
-}
-
-/* The first of fp[lo .. hi) (t ascending) whose t is past t_max; hi when none. */
-static int32_t first_past(const struct point *fp, int32_t lo, int32_t hi, int64_t t_max)
-{
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-
-        if (fp[mid].t <= t_max)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* DP_FRONTIER: the states of L_i carried to L_j by the block (dt, dm, c) into a's
- * candidates. The states whose t + lb(L_j) passes ub are a suffix (t grows along the
- * frontier), cut before the loop. With the Lagrangian bound, 8 points at a time (the 8
- * or 64 of pts whose least key passes the limit are passed over at once: most are,
- * where the bound prunes at all, ResNet-2498 at its halfway budget 94% of the visits). */
-static inline void relax(const struct dp *p, struct dp_acc *a, int32_t i, int32_t j, int32_t dt,
-                         size_t dm, size_t c)
-{
-    const struct point *fp = p->pts + p->fr_at[i];
-    size_t base = (size_t)p->fr_at[i];
-    int32_t first, cnt = p->fr_n[i];
-    bool lag = p->lag && j < p->ls->n - 1, clamp = true;
-    int64_t t_max = INT64_MAX; /* t' = t + dt at most t_max */
-    struct lag_lim ll = {{0}};
-
-    if ((first = first_feasible(p, fp, cnt, j, c, dm)) < 0)
-        return;
-    if (a->lb) {
-        if (a->lb[j] == INT32_MAX)
-            return;
-        t_max = (int64_t)a->ub - a->lb[j];
-    }
-    if (a->win_hi != INT32_MAX && a->win_hi - 1 < t_max)
-        t_max = a->win_hi - 1;
-    if (t_max < p->n_t - 1) { /* else every t', clamped, is at most t_max */
-        cnt = first_past(fp, first, cnt, t_max - dt);
-        clamp = false;
-    }
-    if (a->win_lo > 0)
-        first = first_past(fp, first, cnt, (int64_t)a->win_lo - 1 - dt);
-    if (!lag) {
-        relax_range(p, a, dt, dm, fp, first, cnt, false, ll, clamp);
-        return;
-    }
-    if (p->lag[j] == INT64_MAX)
-        return; /* no chain goes on from L_j (at any D) */
-    /* D t' + m' + H_D(L_j) <= D ub + B, t' and m' at L_j; the same at each further D */
-    ll.lim[0] = p->lag_d * ((int64_t)a->ub - dt) + (int64_t)p->budget - p->lag[j] - (int64_t)dm;
-    for (int e = 0; e < p->n_lagx; e++)
-        ll.lim[1 + e] = p->lag_dx[e] * ((int64_t)a->ub - dt) + (int64_t)p->budget -
-                        p->lagx[e][j] - (int64_t)dm;
-    for (int32_t k = first; k < cnt;) {
-        size_t g = base + (size_t)k;
-        int32_t end8 = (int32_t)((g | 7) + 1 - base);
-
-        if (p->kmin[1][g >> 6] > ll.lim[0]) {
-            k = (int32_t)((g | 63) + 1 - base);
-            continue;
-        }
-        if (p->kmin[0][g >> 3] <= ll.lim[0])
-            relax_range(p, a, dt, dm, fp, k, end8 < cnt ? end8 : cnt, true, ll, clamp);
-        k = end8;
-    }
 }
 
 /* Notes the key D t + m of the last point pushed in the least keys of its 8 and 64. */
@@ -280,7 +97,7 @@ static bool note_key(struct dp *p)
         size_t b = g >> (3 * l + 3);
 
         if ((g & (((size_t)8 << 3 * l) - 1)) == 0 || p->kmin[l][b] > key)
-            p->kmin[l][b] = key;
+            __atomic_store_n(&p->kmin[l][b], key, __ATOMIC_RELAXED); /* kmin_at */
     }
     return true;
 }
@@ -623,50 +440,55 @@ static bool beam_trim(struct dp *p, int32_t j)
  * and ub given, states that cannot lead to an overhead of at most ub are dropped (and,
  * with p->lag, those whose Lagrangian bound passes ub).
  */
-remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t ub)
-{
-    int32_t n = p->ls->n;
-    size_t nt = (size_t)p->n_t + 1;
-    struct dp_split sp = {.p = p};
-    struct dp_acc *a = &sp.part[0];
-    remat_status st = REMAT_OK;
-    /* live[j]: the sets before L_j that hold a state. A set whose pairs all start from
-     * sets that hold none gets none: its pairs are not read (the sparse runs, least time
-     * and the first deepening, hold states in a few of the sets, and a beam run's
-     * Lagrangian test leaves many empty: GPT-2-1000 at 2% of the way from its least
-     * budget to `none`'s peak, the first deepening 0.031 -> 0.004 s, the beam 0.93 ->
-     * 0.63-0.79 s). Not with p->rec, which writes every row down. */
-    int32_t *live = NULL;
+/* What run_sets reads and writes besides p: its mode, its accumulators (sp.part[0] the
+ * run's own), the prefix count of sets holding states, and the pipeline (NULL: one
+ * thread). */
+struct run {
+    struct dp *p;
+    enum dp_mode mode;
+    struct dp_split sp;
+    int32_t *live;
+    struct dp_pipe *pipe;
+    remat_status st;
+};
 
-    *a = (struct dp_acc){mode, lb, ub, NULL, NULL, {0}, false, 0, 0, 0, INT32_MAX};
-    p->n_split = 0;
-    p->ub_found = INT32_MAX;
-    p->run_ub = ub;
-    sp.tried = mode != DP_FRONTIER || !p->pc.p || split_min_set < 0 ||
-               core_par_threads_with(p->al) < 2;
-    p->n_pts = 0;
-    p->capped = false;
-    a->best = core_alloc(p->al, nt * sizeof *a->best);
-    a->par = core_calloc(p->al, nt, sizeof *a->par);
-    live = core_alloc(p->al, ((size_t)n + 1) * sizeof *live);
-    if (!a->best || !a->par || !live)
-        goto nomem;
-    live[0] = 0;
-    live[1] = 1; /* ∅ */
-    for (size_t q = 0; q < nt; q++)
-        a->best[q] = SIZE_MAX; /* and again after each set, over the range it touched */
-    sp.part[1] = *a; /* the same best[] and par[]: the sides do not overlap */
-    p->fr_at[0] = 0;
-    p->fr_n[0] = 1;
-    if (!push_point(p, (struct point){0, 0, -1}) || (p->lag && !note_key(p)))
-        goto nomem;
+/* Set j's candidates from its pairs in a frontier run (into a; with r->pipe, those
+ * from the sets before dp_pipe_from's the helper's). */
+static void frontier_row(struct run *r, struct dp_acc *a, int32_t j)
+{
+    struct dp *p = r->p;
+    struct pair_it it;
+    int32_t i, dt, from = r->pipe ? dp_pipe_from(r->pipe, j) : 0;
+    size_t dm, c;
+
+    for (pairs_begin_from(p, j, from, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
+        relax(p, a, i, j, dt, dm, c);
+    if (from == 0 || dp_pipe_merge(r->pipe, a, j))
+        return;
+    for (int32_t t = a->t_lo; a->any && t <= a->t_hi; t++) /* alone after all */
+        a->best[t] = SIZE_MAX;
+    a->any = false;
+    a->t_lo = INT32_MAX;
+    a->t_hi = -1;
+    for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
+        relax(p, a, i, j, dt, dm, c);
+}
+
+/* The run's sets after ∅ (dp_run). */
+static remat_status run_sets(struct run *r)
+{
+    struct dp *p = r->p;
+    struct dp_split *sp = &r->sp;
+    struct dp_acc *a = &sp->part[0];
+    enum dp_mode mode = r->mode;
+    int32_t n = p->ls->n, *live = r->live;
+
     for (int32_t j = 1; j < n; j++) {
         struct pair_it it;
         int32_t i, dt, t_mid = 0;
         size_t dm, c;
         int64_t est = 0;
         double t0 = 0;
-
         bool none = !p->rec && live[j] == live[first_start(p, j)];
 
         report(p, j, n);
@@ -674,20 +496,19 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
         a->any = false;
         a->t_lo = INT32_MAX;
         a->t_hi = -1;
-        if (!none && (!sp.tried || sp.team)) {
+        if (!none && (!sp->tried || sp->team)) {
             est = (int64_t)(p->pc.end[j] - p->pc.at[j]) * (int64_t)(p->n_pts / (size_t)j);
             t0 = core_seconds();
-            if (worth_sharing(&sp, est) && !split_at(&sp, j, &t_mid))
+            if (worth_sharing(sp, est) && !split_at(sp, j, &t_mid))
                 goto nomem;
-            if (t_mid > 0 && !split_set(&sp, j, t_mid))
+            if (t_mid > 0 && !split_set(sp, j, t_mid))
                 goto nomem;
         }
         if (t_mid == 0) { /* else split_set made the set's states */
             if (none)
                 ; /* no state to carry */
             else if (mode == DP_FRONTIER)
-                for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
-                    relax(p, a, i, j, dt, dm, c);
+                frontier_row(r, a, j);
             else if (p->pc.p || p->co)
                 for (pairs_begin(p, j, true, &it); pairs_next(p, &it, &i, &dt, &dm, &c);)
                     relax_one(p, mode, &a->one, i, j, dt, dm, c);
@@ -703,31 +524,137 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
         if (mode == DP_FRONTIER && p->beam > 0 && j < n - 1 && !beam_trim(p, j))
             goto nomem;
         if (mode == DP_FRONTIER && p->gd.n > 0)
-            finish_states(p, sp.part, 2, j);
+            finish_states(p, sp->part, 2, j);
         live[j + 1] = live[j] + (p->fr_n[j] > 0);
+        if (r->pipe)
+            dp_pipe_publish(r->pipe, j, a->ub);
         if (est > 0)
-            note_cost(&sp, est, core_seconds() - t0, t_mid > 0);
+            note_cost(sp, est, core_seconds() - t0, t_mid > 0);
         if (p->max_pts && p->n_pts > p->max_pts) {
             p->capped = true; /* the caller tries otherwise */
             p->fr_n[n - 1] = 0;
             break;
         }
-        if (p->n_pts > (size_t)INT32_MAX / 2) {
-            st = REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the DP's frontiers grew past 10^9 points");
-            goto out;
-        }
+        if (p->n_pts > (size_t)INT32_MAX / 2)
+            return REMAT_FAIL(REMAT_ERR_UNSUPPORTED, "the DP's frontiers grew past 10^9 points");
     }
+    return REMAT_OK;
+nomem:
+    return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+}
+
+/* core_team's parts of a pipelined run: the sets, and the helper's. */
+static void run_part(void *ctx, int part)
+{
+    struct run *r = ctx;
+
+    if (part == 0) {
+        r->st = run_sets(r);
+        dp_pipe_stop(r->pipe);
+    } else {
+        dp_pipe_help(r->pipe);
+    }
+}
+
+/* Room for cap states in p (and their keys' groups), so that pushing them does not move
+ * pts (a pipelined run's helper reads it meanwhile); false when out of memory. */
+static bool reserve_pts(struct dp *p, size_t cap)
+{
+    size_t k = cap / 8 + 1;
+
+    if (cap > p->cap_pts) {
+        struct point *np = core_realloc(p->al, p->pts, sizeof *np * p->cap_pts, sizeof *np * cap);
+
+        if (!np)
+            return false;
+        p->pts = np;
+        p->cap_pts = cap;
+    }
+    if (k > p->cap_kmin) {
+        int64_t *k0 = core_realloc(p->al, p->kmin[0], sizeof *k0 * p->cap_kmin, sizeof *k0 * k);
+        int64_t *k1;
+
+        if (!k0)
+            return false;
+        p->kmin[0] = k0;
+        k1 = core_realloc(p->al, p->kmin[1], sizeof *k1 * (p->cap_kmin / 8 + 1),
+                          sizeof *k1 * (k / 8 + 1));
+        if (!k1)
+            return false;
+        p->kmin[1] = k1;
+        p->cap_kmin = k;
+    }
+    return true;
+}
+
+/*
+ * Runs the DP; the states of V are those of the last set. In DP_FRONTIER mode, with lb
+ * and ub given, states that cannot lead to an overhead of at most ub are dropped (and,
+ * with p->lag, those whose Lagrangian bound passes ub).
+ */
+remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t ub)
+{
+    int32_t n = p->ls->n;
+    size_t nt = (size_t)p->n_t + 1;
+    struct run r = {p, mode, {.p = p}, NULL, NULL, REMAT_OK};
+    struct dp_split *sp = &r.sp;
+    struct dp_acc *a = &sp->part[0];
+    remat_status st = REMAT_OK;
+    /* live[j]: the sets before L_j that hold a state. A set whose pairs all start from
+     * sets that hold none gets none: its pairs are not read (the sparse runs, least time
+     * and the first deepening, hold states in a few of the sets, and a beam run's
+     * Lagrangian test leaves many empty: GPT-2-1000 at 2% of the way from its least
+     * budget to `none`'s peak, the first deepening 0.031 -> 0.004 s, the beam 0.93 ->
+     * 0.63-0.79 s). Not with p->rec, which writes every row down. */
+    int32_t *live = NULL;
+
+    *a = (struct dp_acc){mode, lb, ub, NULL, NULL, {0}, false, 0, 0, 0, INT32_MAX};
+    p->n_split = 0;
+    p->n_piped = p->n_redone = 0;
+    p->ub_found = INT32_MAX;
+    p->run_ub = ub;
+    sp->tried = mode != DP_FRONTIER || !p->pc.p || split_min_set < 0 ||
+                core_par_threads_with(p->al) < 2;
+    p->n_pts = 0;
+    p->capped = false;
+    a->best = core_alloc(p->al, nt * sizeof *a->best);
+    a->par = core_calloc(p->al, nt, sizeof *a->par);
+    live = r.live = core_alloc(p->al, ((size_t)n + 1) * sizeof *live);
+    if (!a->best || !a->par || !live)
+        goto nomem;
+    live[0] = 0;
+    live[1] = 1; /* ∅ */
+    for (size_t q = 0; q < nt; q++)
+        a->best[q] = SIZE_MAX; /* and again after each set, over the range it touched */
+    sp->part[1] = *a; /* the same best[] and par[]: the sides do not overlap */
+    p->fr_at[0] = 0;
+    p->fr_n[0] = 1;
+    if (!push_point(p, (struct point){0, 0, -1}) || (p->lag && !note_key(p)))
+        goto nomem;
+    /* a beam run on two threads: at most beam + 1 states a set, and one set's whole
+     * frontier before its trim */
+    if (mode == DP_FRONTIER && p->beam > 0 && pipe_set && sp->tried == false &&
+        reserve_pts(p, (size_t)(p->beam + 1) * (size_t)n + nt + 1) &&
+        (r.pipe = dp_pipe_new(p, a))) {
+        sp->tried = true; /* the team is the pipeline's */
+        core_team_run(dp_pipe_team(r.pipe), run_part, &r);
+        st = r.st;
+        dp_pipe_counts(r.pipe, &p->n_piped, &p->n_redone);
+        dp_pipe_free(r.pipe);
+        goto out;
+    }
+    st = run_sets(&r);
     goto out;
 nomem:
     st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
 out:
-    core_team_stop(sp.team);
+    core_team_stop(sp->team);
     core_free(p->al, a->best, sizeof *a->best * nt);
     core_free(p->al, a->par, sizeof *a->par * nt);
     core_free(p->al, live, sizeof *live * ((size_t)n + 1));
-    core_free(p->al, sp.out[0], sizeof *sp.out[0] * nt);
-    core_free(p->al, sp.out[1], sizeof *sp.out[1] * nt);
-    core_free(p->al, sp.tw, sizeof *sp.tw * sp.cap_tw);
+    core_free(p->al, sp->out[0], sizeof *sp->out[0] * nt);
+    core_free(p->al, sp->out[1], sizeof *sp->out[1] * nt);
+    core_free(p->al, sp->tw, sizeof *sp->tw * sp->cap_tw);
     return st;
 }
 

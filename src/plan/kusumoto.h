@@ -99,5 +99,9 @@ void kusumoto_set_guides(bool on);
  * that a frontier run shares with a helper thread (kusumoto.c, core_team); 0 restores
  * the default, -1 keeps every run on one core. The states are the same either way. */
 void kusumoto_set_split(int64_t min_work);
+/* Tests and benchmarks only (not thread-safe): whether a beam run over kept pairs works
+ * as a pipeline on two threads (default on; dp_pipe.c). The states are the same either
+ * way. */
+void kusumoto_set_pipeline(bool on);
 
 #endif
