@@ -54,18 +54,41 @@ void kusumoto_set_pipeline(bool on)
     pipe_set = on;
 }
 
+/* Room for cap states in pts; false when out of memory. */
+static bool grow_pts(struct dp *p, size_t cap)
+{
+    struct point *np = core_realloc(p->al, p->pts, sizeof *np * p->cap_pts, sizeof *np * cap);
+
+    if (!np)
+        return false;
+    p->pts = np;
+    p->cap_pts = cap;
+    return true;
+}
+
+/* Room for the keys of cap groups of 8 states (and of their groups of 64); false when
+ * out of memory. */
+static bool grow_kmin(struct dp *p, size_t cap)
+{
+    int64_t *k0 = core_realloc(p->al, p->kmin[0], sizeof *k0 * p->cap_kmin, sizeof *k0 * cap);
+    int64_t *k1;
+
+    if (!k0)
+        return false;
+    p->kmin[0] = k0;
+    k1 = core_realloc(p->al, p->kmin[1], sizeof *k1 * (p->cap_kmin / 8 + 1),
+                      sizeof *k1 * (cap / 8 + 1));
+    if (!k1)
+        return false;
+    p->kmin[1] = k1;
+    p->cap_kmin = cap;
+    return true;
+}
+
 static bool push_point(struct dp *p, struct point pt)
 {
-    if (p->n_pts == p->cap_pts) {
-        size_t cap = p->cap_pts ? 2 * p->cap_pts : 4096;
-        struct point *np = core_realloc(p->al, p->pts, sizeof *np * p->cap_pts,
-                                        sizeof *np * cap);
-
-        if (!np)
-            return false;
-        p->pts = np;
-        p->cap_pts = cap;
-    }
+    if (p->n_pts == p->cap_pts && !grow_pts(p, p->cap_pts ? 2 * p->cap_pts : 4096))
+        return false;
     p->pts[p->n_pts++] = pt;
     return true;
 }
@@ -77,22 +100,8 @@ static bool note_key(struct dp *p)
     const struct point *q = &p->pts[g];
     int64_t key = p->lag_d * (int64_t)q->t + (int64_t)q->m;
 
-    if ((g >> 3) >= p->cap_kmin) {
-        size_t cap = p->cap_kmin ? 2 * p->cap_kmin : 1024;
-        int64_t *k0 = core_realloc(p->al, p->kmin[0], sizeof *k0 * p->cap_kmin,
-                                   sizeof *k0 * cap);
-        int64_t *k1;
-
-        if (!k0)
-            return false;
-        p->kmin[0] = k0;
-        k1 = core_realloc(p->al, p->kmin[1], sizeof *k1 * (p->cap_kmin / 8 + 1),
-                          sizeof *k1 * (cap / 8 + 1));
-        if (!k1)
-            return false;
-        p->kmin[1] = k1;
-        p->cap_kmin = cap;
-    }
+    if ((g >> 3) >= p->cap_kmin && !grow_kmin(p, p->cap_kmin ? 2 * p->cap_kmin : 1024))
+        return false;
     for (int l = 0; l < 2; l++) {
         size_t b = g >> (3 * l + 3);
 
@@ -560,31 +569,8 @@ static void run_part(void *ctx, int part)
  * pts (a pipelined run's helper reads it meanwhile); false when out of memory. */
 static bool reserve_pts(struct dp *p, size_t cap)
 {
-    size_t k = cap / 8 + 1;
-
-    if (cap > p->cap_pts) {
-        struct point *np = core_realloc(p->al, p->pts, sizeof *np * p->cap_pts, sizeof *np * cap);
-
-        if (!np)
-            return false;
-        p->pts = np;
-        p->cap_pts = cap;
-    }
-    if (k > p->cap_kmin) {
-        int64_t *k0 = core_realloc(p->al, p->kmin[0], sizeof *k0 * p->cap_kmin, sizeof *k0 * k);
-        int64_t *k1;
-
-        if (!k0)
-            return false;
-        p->kmin[0] = k0;
-        k1 = core_realloc(p->al, p->kmin[1], sizeof *k1 * (p->cap_kmin / 8 + 1),
-                          sizeof *k1 * (k / 8 + 1));
-        if (!k1)
-            return false;
-        p->kmin[1] = k1;
-        p->cap_kmin = k;
-    }
-    return true;
+    return (cap <= p->cap_pts || grow_pts(p, cap)) &&
+           (cap / 8 + 1 <= p->cap_kmin || grow_kmin(p, cap / 8 + 1));
 }
 
 /*
