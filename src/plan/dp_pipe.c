@@ -153,11 +153,10 @@ void dp_pipe_help(struct dp_pipe *q)
         struct pair_it it;
         size_t dm, c, run = SIZE_MAX;
         int32_t k = 0;
+        int spins = 0;
 
         if (!from)
             continue;
-        int spins = 0;
-
         need = need > from ? need : from; /* the sets it reads; its slot read */
         while (atomic_load_explicit(&q->a_done, memory_order_acquire) < need)
             if (atomic_load_explicit(&q->stop, memory_order_relaxed))
