@@ -104,8 +104,8 @@ static int64_t first_step(const struct dp *p, int64_t spread)
  * each: on GPT-2-1000 at 2% of the way from its least budget to `none`'s peak a beam of
  * 32 carried 173 10^6 states (0.74 s), one of 24 (0.56 s) found a chain of the same
  * overhead and peak there and at 10%, 30%, 50% and 70%, as at every row of
- * `bench/planners --scale`; one of 20 lost 0.04% of the peak at 50%, one of 16 found no
- * chain within 0.1% there (the exact search then ran: 1.8 s).
+ * `bench/planners --scale`; one of 20 ended 0.009% higher in peak at 50%, one of 16
+ * found no chain within 0.1% there (the exact search then ran: 1.8 s).
  */
 #define BEAM 24
 

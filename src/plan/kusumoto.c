@@ -619,7 +619,7 @@ remat_status dp_run(struct dp *p, enum dp_mode mode, const int32_t *lb, int32_t 
         goto nomem;
     /* a beam run on two threads: at most beam + 1 states a set, and one set's whole
      * frontier before its trim */
-    if (mode == DP_FRONTIER && p->beam > 0 && pipe_set && sp->tried == false &&
+    if (mode == DP_FRONTIER && p->beam > 0 && pipe_set && !sp->tried &&
         reserve_pts(p, (size_t)(p->beam + 1) * (size_t)n + nt + 1) &&
         (r.pipe = dp_pipe_new(p, a))) {
         sp->tried = true; /* the team is the pipeline's */

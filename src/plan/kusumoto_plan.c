@@ -47,8 +47,8 @@ remat_status kusumoto_plan_within(const struct dag *d, const struct lsets *ls, s
  * cost little and the search may end before it would keep them. Pairs the caller kept at
  * a smaller budget (the least budget's search) give their memory, already touched, and
  * take these in return (kusumoto_plan_pairs): at 2%, 95 MB less memory touched afresh
- * (0.1-1 s of system time when the machine's memory is new to it), 412 -> 379 MB at
- * the most. */
+ * (where the first touch of fresh memory costs 0.1-1 s of system time a command), the
+ * command's most resident memory 412 -> 379 MB. */
 #define KEEP_FIRST_PAIRS ((int64_t)1 << 20)
 
 /* The memory-centric run and dp_bounds side by side (they read the kept pairs and write
