@@ -48,16 +48,35 @@ bool dp_pairs_regrow(struct dp_pairs *pc, struct dp_pairs *old, size_t cap)
     size_t *nc = NULL;
 
     cap = cap ? cap : 1;
-    if (!(np = core_realloc(al, old->p, sizeof *np * old->cap, sizeof *np * cap))) {
-        dp_pairs_fini(old);
-        return false;
-    }
-    old->p = np;
-    if (with_c && !(nc = core_realloc(al, old->c, sizeof *nc * old->cap, sizeof *nc * cap))) {
-        core_free(al, old->p, sizeof *old->p * cap);
-        old->p = NULL;
-        dp_pairs_fini(old);
-        return false;
+    if (cap > old->cap) {
+        /* Grown, its pairs dropped: freed, then taken anew, with no copy of what the
+         * memory held (realloc moves the block where it cannot grow in place: GPT-2-1000
+         * at 2% of the way from its least budget to `none`'s peak, a copy of 96 MB on
+         * one core, 0.05 s, before the two cores write the pairs; at the heap's top the
+         * freed block joins the top and the new one starts where it did). */
+        core_free(al, old->p, sizeof *old->p * old->cap);
+        core_free(al, old->c, sizeof *old->c * old->cap);
+        old->p = core_alloc(al, sizeof *np * cap);
+        old->c = with_c ? core_alloc(al, sizeof *nc * cap) : NULL;
+        old->cap = cap;
+        if (!old->p || (with_c && !old->c)) {
+            dp_pairs_fini(old);
+            return false;
+        }
+        np = old->p;
+        nc = old->c;
+    } else { /* cut in place */
+        if (!(np = core_realloc(al, old->p, sizeof *np * old->cap, sizeof *np * cap))) {
+            dp_pairs_fini(old);
+            return false;
+        }
+        old->p = np;
+        if (with_c && !(nc = core_realloc(al, old->c, sizeof *nc * old->cap, sizeof *nc * cap))) {
+            core_free(al, old->p, sizeof *old->p * cap);
+            old->p = NULL;
+            dp_pairs_fini(old);
+            return false;
+        }
     }
     *pc = *old;
     memset(old, 0, sizeof *old);
