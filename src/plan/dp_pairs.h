@@ -91,8 +91,9 @@ static inline void dp_pairs_prefetch_row(const struct dp_pairs *pc, int32_t j)
 bool dp_pairs_init(struct dp_pairs *pc, const remat_allocator *al, int32_t n_sets, size_t cap,
                    bool with_c);
 void dp_pairs_fini(struct dp_pairs *pc);
-/* Room for cap pairs in old's memory (its pairs grown or cut to cap; those kept there
- * are dropped, the memory already touched kept), over old's sets and with its charges
+/* Room for cap pairs in place of old's (those kept there are dropped: a cut is made in
+ * place, a growth frees old's block first, so that the new one starts on its pages,
+ * already touched, where it lay at the heap's top), over old's sets and with its charges
  * where it has them: into pc, old emptied. False when out of memory, old freed. */
 bool dp_pairs_regrow(struct dp_pairs *pc, struct dp_pairs *old, size_t cap);
 

@@ -45,10 +45,11 @@ remat_status kusumoto_plan_within(const struct dag *d, const struct lsets *ls, s
  * run 0.17 -> 0.07 s, the whole plan 2.2-2.6 -> 2.0-2.3 s (the runs that visit only the
  * sets holding states read the kept rows whole, a little slower). Below, a run's pairs
  * cost little and the search may end before it would keep them. Pairs the caller kept at
- * a smaller budget (the least budget's search) give their memory, already touched, and
- * take these in return (kusumoto_plan_pairs): at 2%, 95 MB less memory touched afresh
- * (where the first touch of fresh memory costs 0.1-1 s of system time a command), the
- * command's most resident memory 412 -> 379 MB. */
+ * a smaller budget (the least budget's search) give up their memory, already touched
+ * (dp_pairs_regrow: the new block on it where it can be, otherwise it serves the runs
+ * after), and take these in return (kusumoto_plan_pairs): at 2%, 95 MB less memory
+ * touched afresh (where the first touch of fresh memory costs 0.1-1 s of system time a
+ * command), the command's most resident memory 412 -> 379 MB. */
 #define KEEP_FIRST_PAIRS ((int64_t)1 << 20)
 
 /* The memory-centric run and dp_bounds side by side (they read the kept pairs and write
