@@ -51,6 +51,12 @@ remat_status kusumoto_plan_within(const struct dag *d, const struct lsets *ls, s
  * touched afresh (where the first touch of fresh memory costs 0.1-1 s of system time a
  * command), the command's most resident memory 412 -> 379 MB. */
 #define KEEP_FIRST_PAIRS ((int64_t)1 << 20)
+/* On the simulator's model (ls->sim) a pair costs far more to work out (about 0.5 us:
+ * the block's liveness walk), so far fewer pairs repay keeping them: ResNet-2498 at 2%
+ * (397,775 pairs) worked them out four times, 0.2 s each (least memory, dp_bounds, least
+ * time, keeping them), and kept first the plan took 1.23-1.44 -> 0.71-0.72 s, its
+ * schedule byte for byte the same. */
+#define KEEP_FIRST_SIM ((int64_t)1 << 12)
 
 /* The memory-centric run and dp_bounds side by side (they read the kept pairs and write
  * apart: dp_bounds depends only on the budget), two jobs of core_par_run: GPT-2-1000 at
@@ -109,7 +115,8 @@ static remat_status plan_chain(const struct dag *d, const struct lsets *ls, bool
     }
     if (!p.co && usable) {
         p.pc = *pairs; /* borrowed: not freed with p */
-    } else if (!p.co && !memory_centric && dp_run_pairs(&p) >= KEEP_FIRST_PAIRS) {
+    } else if (!p.co && !memory_centric
+               && dp_run_pairs(&p) >= (ls->sim ? KEEP_FIRST_SIM : KEEP_FIRST_PAIRS)) {
         bool had = pairs && pairs->p;
 
         if (!dp_keep_pairs_in(&p, pairs)) {
