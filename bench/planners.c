@@ -350,8 +350,9 @@ static void timing(const char *dir)
  * default restricts long blocks to coarse sets past 2^24 pairs; dp_coarse.h; and
  * dp_within -1: the time-centric optimum, where the default takes a chain proven within
  * 0.1% of it past 1,000 values), its seconds and the ratios of the default's peak and
- * overhead to its. GPT-2 of 1,000 layers is also planned by approx-tc at 2% and 10% of
- * the way from the minimum to `none`'s peak, where its frontiers are widest; at 10% and
+ * overhead to its. The graphs of 10^4 values and more (ResNet-2498, GPT-2 of 1,000
+ * layers) are also planned by approx-tc at 2% and 10% of the way from the minimum to
+ * `none`'s peak, where their frontiers are widest; GPT-2-1000 at 10% and
  * halfway it is not planned flat by approx-tc (274 s and over 50 s of one core:
  * docs/benchmarks.md gives those runs' figures).
  * hybrid's sweep runs over a thinned family on graphs past 2,048 lower sets, and past
@@ -420,7 +421,7 @@ static void scale(void)
             scale_row(tg, nets[i].net, nets[i].layers, st[k], true, 0, &m, "min");
             if (!m.ok || !none.ok || none.peak <= m.budget)
                 continue;
-            if (nets[i].layers >= 1000 && st[k] == REMAT_STRATEGY_APPROX_TC)
+            if (remat_tgraph_n_planned(tg) >= 10000 && st[k] == REMAT_STRATEGY_APPROX_TC)
                 for (int e = 0; e < 2; e++) {
                     static const double at[2] = {0.02, 0.1};
                     static const char *name[2] = {"2%", "10%"};

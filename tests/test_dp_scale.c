@@ -14,7 +14,9 @@
  * The least budget's search on a family past THIN_FROM sets (GPT-2 of 450 layers: 16,658
  * lower sets), which starts from a thinned family's bound and keeps its pairs on two
  * threads: the memory-centric DP over every pair (coarse_at INT64_MAX) finds a chain at
- * that budget and none a byte below; one thread (a caller's allocator) finds the same.
+ * that budget and none a byte below; one thread (a caller's allocator), handed that bound
+ * (kusumoto_min_budget_bound) instead of working it out, finds the same. The bound is at
+ * least the least budget, and the DP finds a chain there.
  * The pairs the search kept, read by kusumoto_plan_pairs at that budget, give the chains
  * (memory- and time-centric) the DP gives working them out.
  */
@@ -79,7 +81,7 @@ static void test_search_large(void)
     struct chain c, c2;
     struct dp_result at, below, kept;
     struct dp_pairs pc;
-    size_t mb[2] = {0, 0};
+    size_t mb[2] = {0, 0}, ub = 0;
 
     CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, &g));
     CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
@@ -90,7 +92,9 @@ static void test_search_large(void)
         d.al = k ? &one : NULL; /* the same blocks: both are malloc's */
         REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK);
         CHECK(ls.n > 2048, "%d lower sets: not past THIN_FROM", ls.n);
-        CHECK_OK(kusumoto_min_budget_pairs(&d, &ls, NULL, &mb[k], &pc));
+        if (k == 1)
+            CHECK_OK(kusumoto_min_budget_bound(&d, &ls, &ub));
+        CHECK_OK(kusumoto_min_budget_pairs(&d, &ls, NULL, &mb[k], &pc, ub));
         CHECK(pc.p && pc.budget >= mb[k], "no pairs kept at or above %zu", mb[k]);
         if (k == 0) {
             chain_alloc(&c, d.n);
@@ -114,8 +118,14 @@ static void test_search_large(void)
             CHECK(at.feasible && !below.feasible && at.bound <= mb[0],
                   "least budget %zu: feasible %d (bound %zu), a byte below %d", mb[0],
                   at.feasible, at.bound, below.feasible);
-            chain_free(&c);
             printf("  %d lower sets; least budget %zu\n", ls.n, mb[0]);
+        } else {
+            CHECK_OK(kusumoto_plan(&d, &ls, true, ub, INT64_MAX, NULL, &c, &at));
+            CHECK(ub >= mb[1] && at.feasible, "the thinned family's bound %zu: below the "
+                  "least budget %zu, or no chain there (%d)", ub, mb[1], at.feasible);
+            printf("  the thinned family's bound %zu (%+.3f%%)\n", ub,
+                   100.0 * ((double)ub / (double)mb[1] - 1));
+            chain_free(&c);
         }
         dp_pairs_fini(&pc);
         lsets_fini(&ls);

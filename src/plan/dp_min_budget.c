@@ -193,7 +193,7 @@ static bool bisecting(size_t lo, size_t hi)
 
 static remat_status min_budget(const struct dag *d, const struct lsets *ls,
                                const struct dp_progress *pg, size_t *out,
-                               struct dp_pairs *pairs, bool may_thin);
+                               struct dp_pairs *pairs, bool may_thin, size_t ub);
 
 /* An upper bound on ls's least budget: a thinned family's (*ub; 0 when ls is small or
  * the simulator's, or may not be thinned). */
@@ -208,7 +208,7 @@ static remat_status thin_bound(const struct dag *d, const struct lsets *ls, bool
         return REMAT_OK;
     if ((st = lsets_thin(d, ls, ls->n / THIN_PART, &th)))
         return st;
-    st = min_budget(d, &th, NULL, ub, NULL, false);
+    st = min_budget(d, &th, NULL, ub, NULL, false, 0);
     lsets_fini(&th);
     return st;
 }
@@ -216,24 +216,30 @@ static remat_status thin_bound(const struct dag *d, const struct lsets *ls, bool
 remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out)
 {
-    return min_budget(d, ls, pg, out, NULL, true);
+    return min_budget(d, ls, pg, out, NULL, true, 0);
 }
 
 remat_status kusumoto_min_budget_pairs(const struct dag *d, const struct lsets *ls,
                                        const struct dp_progress *pg, size_t *out,
-                                       struct dp_pairs *pairs)
+                                       struct dp_pairs *pairs, size_t ub)
 {
-    return min_budget(d, ls, pg, out, pairs, true);
+    return min_budget(d, ls, pg, out, pairs, true, ub);
 }
 
+remat_status kusumoto_min_budget_bound(const struct dag *d, const struct lsets *ls, size_t *ub)
+{
+    return thin_bound(d, ls, true, ub);
+}
+
+/* ub: the thinned family's least budget when the caller has it (0: worked out here). */
 static remat_status min_budget(const struct dag *d, const struct lsets *ls,
                                const struct dp_progress *pg, size_t *out,
-                               struct dp_pairs *pairs, bool may_thin)
+                               struct dp_pairs *pairs, bool may_thin, size_t ub)
 {
     struct dp p, q;
     struct probe w = {.p = {&p, &q}};
     struct dp_pairs rec;
-    size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0, ub, least;
+    size_t lo = 0, top = 2 * ls->m[ls->n - 1] + 1, hi = 1, pinned = 0, least;
     /* a second core, where the allocator allows it and the pairs' model is not the
      * simulator's (dp_sim_pair writes its scratch); under the model, once the pairs are
      * kept (the runs and dp_chain_need read them alone) */
@@ -247,7 +253,7 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
      * the least budget. */
     for (int32_t v = 0; v < d->n; v++)
         hi = d->m[v] > hi ? d->m[v] : hi;
-    if ((st = thin_bound(d, ls, may_thin, &ub)))
+    if (!ub && (st = thin_bound(d, ls, may_thin, &ub)))
         return st;
     if ((st = dp_init(&p, d, ls, top)))
         return st;

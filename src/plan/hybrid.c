@@ -329,7 +329,7 @@ static remat_status make_bases(const remat_tgraph *tg, struct hybrid_bases *b)
         goto out;
     /* the DP's chains */
     if ((st = lsets_build(&d, LS_APPROX, NULL, 0, &ls)) ||
-        (st = kusumoto_min_budget_pairs(&d, &ls, NULL, &lo, &pc)))
+        (st = kusumoto_min_budget_pairs(&d, &ls, NULL, &lo, &pc, 0)))
         goto out;
     if ((st = kusumoto_plan_pairs(&d, &ls, true, lo, 0, NULL, &pc, 0, &c, &res)))
         goto out;

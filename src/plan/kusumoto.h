@@ -74,10 +74,16 @@ int64_t kusumoto_sim_work(const struct lsets *ls, size_t budget);
 remat_status kusumoto_min_budget(const struct dag *d, const struct lsets *ls,
                                  const struct dp_progress *pg, size_t *out);
 /* The same, handing the pairs its search kept to *pairs (the caller's, dp_pairs_fini;
- * pairs->p NULL when it kept none): those usable at a budget at or above *out. */
+ * pairs->p NULL when it kept none): those usable at a budget at or above *out. ub: what
+ * kusumoto_min_budget_bound found, or 0 (then worked out here). */
 remat_status kusumoto_min_budget_pairs(const struct dag *d, const struct lsets *ls,
                                        const struct dp_progress *pg, size_t *out,
-                                       struct dp_pairs *pairs);
+                                       struct dp_pairs *pairs, size_t ub);
+/* An upper bound on ls's least budget at a fraction of the search's cost: the least
+ * budget of the family thinned to a quarter of its sets (whose chains are ls's), which
+ * the search starts from; *ub 0 where ls is not thinned (at most 2,048 sets, the
+ * simulator's model, or not sorted by M(L)). */
+remat_status kusumoto_min_budget_bound(const struct dag *d, const struct lsets *ls, size_t *ub);
 /* Tests only (not thread-safe): the most states the time-centric DP's first try may
  * hold before the search keeps the pairs and bounds the states by the Lagrangian bound
  * (dp_pairs.h); 0 restores the default (4 a set on average). The chain is the same

@@ -57,12 +57,13 @@ static remat_status plan_dp_at(const remat_tgraph *tg, const struct dag *d,
 }
 
 /* A family of lower sets with its model, the least budget of its DP once found (0
- * until asked) and the pairs that search kept (at min_b or above), or those a plan at a
- * larger budget kept in their place (kusumoto_plan_pairs), for the plans at budgets up
- * to theirs. */
+ * until asked), an upper bound on it found before (ub: kusumoto_min_budget_bound; 0
+ * until asked or where there is none), and the pairs that search kept (at min_b or
+ * above), or those a plan at a larger budget kept in their place (kusumoto_plan_pairs),
+ * for the plans at budgets up to theirs. */
 struct dp_fam {
     struct lsets ls;
-    size_t min_b;
+    size_t min_b, ub;
     struct dp_pairs pc;
 };
 
@@ -70,9 +71,12 @@ struct dp_fam {
  * What the DP strategies keep between the attempts of one remat_plan (plan_memo): the
  * graph and its family f, judged by the simulator's model on graphs of up to
  * DP_SIM_MAX_NODES nodes and by the authors' bound past them. Past them, the approximate
- * family is built with the model (sm) where planning over it at f's least budget A is
- * affordable (sim_affordable: its pairs worked out by rows, or walked on graphs the rows
- * are not exact for): a plan at a budget B where it still is uses sm (f when sm finds no
+ * family is built with the model (sm) where planning over it at A is affordable
+ * (sim_affordable: its pairs worked out by rows, or walked on graphs the rows are not
+ * exact for), A f's upper bound (fam_upper: 0.05% above f's least budget on GPT-2 of
+ * 1,000 layers, 0.5% on ResNet-2498), so that a plan at a budget well above f's least
+ * budget does not search it (GPT-2-1000: 0.4-0.5 s of one core, where the bound costs
+ * 0.04): a plan at a budget B where sm still is affordable uses sm (f when sm finds no
  * chain; for the exact strategies, whose f is every lower set, the better of the two
  * plans in the simulator), above that f. With the rows, past 1.1 A only while a run's
  * pairs stay within DP_SIM_WIDE_PAIRS: there the authors' bound's plans are mostly as
@@ -113,9 +117,42 @@ static remat_status fam_min_budget(const struct dp_memo *m, struct dp_fam *fam,
     remat_status st = REMAT_OK;
 
     if (!fam->min_b)
-        st = kusumoto_min_budget_pairs(&m->d, &fam->ls, pg, &fam->min_b, &fam->pc);
+        st = kusumoto_min_budget_pairs(&m->d, &fam->ls, pg, &fam->min_b, &fam->pc, fam->ub);
     *out = fam->min_b;
     return st;
+}
+
+/* An upper bound on the least budget of fam's DP: ub, found once, or the least budget
+ * itself where it is known or there is no ub. */
+static remat_status fam_upper(const struct dp_memo *m, struct dp_fam *fam,
+                              const struct dp_progress *pg, size_t *out)
+{
+    remat_status st;
+
+    if (!fam->min_b && !fam->ub && (st = kusumoto_min_budget_bound(&m->d, &fam->ls, &fam->ub)))
+        return st;
+    if (fam->min_b || !fam->ub)
+        return fam_min_budget(m, fam, pg, out);
+    *out = fam->ub;
+    return REMAT_OK;
+}
+
+/* Whether B is at least f's least budget L (tenth: more than 1.1 L), from f's upper
+ * bound where that settles it, else from L, searched then. */
+static remat_status f_passed(struct dp_memo *m, const struct dp_progress *pg, size_t budget,
+                             bool tenth, bool *out)
+{
+    size_t least = m->f.min_b ? m->f.min_b : m->f.ub;
+    remat_status st;
+
+    for (int k = 0; k < 2; k++) {
+        *out = tenth ? budget > least + least / 10 : budget >= least;
+        if (*out || m->f.min_b || k == 1)
+            return REMAT_OK;
+        if ((st = fam_min_budget(m, &m->f, pg, &least)))
+            return st;
+    }
+    return REMAT_OK;
 }
 
 /* Whether planning over ls with the simulator's model at budget B is within its cap
@@ -128,15 +165,23 @@ static bool sim_affordable(const struct lsets *ls, size_t budget)
 }
 
 /* The family of a plan at budget B (struct dp_memo). */
-static struct dp_fam *fam_at(struct dp_memo *m, size_t budget)
+static remat_status fam_at(struct dp_memo *m, const struct dp_progress *pg, size_t budget,
+                           struct dp_fam **out)
 {
     const struct lsets *ls = &m->sm.ls;
+    bool wide = false;
+    remat_status st;
 
+    *out = &m->f;
     if (!ls->sim)
-        return &m->f;
-    if (dp_sim_rows(ls->sim) && budget > m->f.min_b + m->f.min_b / 10)
-        return kusumoto_pairs(ls, budget) <= DP_SIM_WIDE_PAIRS ? &m->sm : &m->f;
-    return sim_affordable(ls, budget) ? &m->sm : &m->f;
+        return REMAT_OK;
+    if (dp_sim_rows(ls->sim) && (st = f_passed(m, pg, budget, true, &wide)))
+        return st;
+    if (wide)
+        *out = kusumoto_pairs(ls, budget) <= DP_SIM_WIDE_PAIRS ? &m->sm : &m->f;
+    else
+        *out = sim_affordable(ls, budget) ? &m->sm : &m->f;
+    return REMAT_OK;
 }
 
 /* m->sm where it is affordable (struct dp_memo), after m->f judged by the authors'
@@ -157,7 +202,7 @@ static remat_status sim_family(const remat_tgraph *tg, struct dp_memo *m,
 
     if (m->d.n <= DP_SIM_MAX_NODES)
         return REMAT_OK;
-    if ((st = fam_min_budget(m, &m->f, pg, &least)) ||
+    if ((st = fam_upper(m, &m->f, pg, &least)) ||
         (st = lsets_build(&m->d, LS_APPROX, NULL, 0, &m->sm.ls)))
         goto drop;
     /* the pairs within a window of A bytes, as a run under the model visits them (its
@@ -308,15 +353,20 @@ static remat_status dp_plan_at(const remat_tgraph *tg, struct dp_memo *m, const 
                                size_t budget, struct chain *c, struct dp_result *res,
                                remat_schedule **out)
 {
-    struct dp_fam *fam = fam_at(m, budget);
-    remat_status st = plan_dp_at(tg, &m->d, &fam->ls, &fam->pc, q, budget, c, res, out);
+    struct dp_fam *fam;
+    bool past = m->exact;
+    remat_status st;
 
-    if (st || fam == &m->f)
+    *out = NULL;
+    if ((st = fam_at(m, q->pg, budget, &fam)) ||
+        (st = plan_dp_at(tg, &m->d, &fam->ls, &fam->pc, q, budget, c, res, out)) ||
+        fam == &m->f)
         return st;
     if (!res->feasible)
         return plan_dp_at(tg, &m->d, &m->f.ls, &m->f.pc, q, budget, c, res, out);
-    return m->exact || budget >= m->f.min_b ? f_instead(tg, m, q, budget, c, res, out)
-                                             : REMAT_OK;
+    if (!past && (st = f_passed(m, q->pg, budget, false, &past)))
+        return st;
+    return past ? f_instead(tg, m, q, budget, c, res, out) : REMAT_OK;
 }
 
 /* The DP strategies: the graph and the lower sets built once (dp_setup), then plan (and
