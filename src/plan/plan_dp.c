@@ -137,21 +137,24 @@ static remat_status fam_upper(const struct dp_memo *m, struct dp_fam *fam,
     return REMAT_OK;
 }
 
+static bool passes(size_t budget, size_t least, bool tenth)
+{
+    return tenth ? budget > least + least / 10 : budget >= least;
+}
+
 /* Whether B is at least f's least budget L (tenth: more than 1.1 L), from f's upper
  * bound where that settles it, else from L, searched then. */
 static remat_status f_passed(struct dp_memo *m, const struct dp_progress *pg, size_t budget,
                              bool tenth, bool *out)
 {
-    size_t least = m->f.min_b ? m->f.min_b : m->f.ub;
+    size_t least;
     remat_status st;
 
-    for (int k = 0; k < 2; k++) {
-        *out = tenth ? budget > least + least / 10 : budget >= least;
-        if (*out || m->f.min_b || k == 1)
-            return REMAT_OK;
-        if ((st = fam_min_budget(m, &m->f, pg, &least)))
-            return st;
-    }
+    if ((*out = passes(budget, m->f.min_b ? m->f.min_b : m->f.ub, tenth)) || m->f.min_b)
+        return REMAT_OK;
+    if ((st = fam_min_budget(m, &m->f, pg, &least)))
+        return st;
+    *out = passes(budget, least, tenth);
     return REMAT_OK;
 }
 
