@@ -73,17 +73,18 @@ struct dp_fam {
  * DP_SIM_MAX_NODES nodes and by the authors' bound past them. Past them, the approximate
  * family is built with the model (sm) where planning over it at A is affordable
  * (sim_affordable: its pairs worked out by rows, or walked on graphs the rows are not
- * exact for), A f's upper bound (fam_upper: 0.05% above f's least budget on GPT-2 of
- * 1,000 layers, 0.5% on ResNet-2498), so that a plan at a budget well above f's least
- * budget does not search it (GPT-2-1000: 0.4-0.5 s of one core, where the bound costs
- * 0.04): a plan at a budget B where sm still is affordable uses sm (f when sm finds no
- * chain; for the exact strategies, whose f is every lower set, the better of the two
- * plans in the simulator), above that f. With the rows, past 1.1 A only while a run's
- * pairs stay within DP_SIM_WIDE_PAIRS: there the authors' bound's plans are mostly as
- * good (ResNet-2498 from 1.25 A: the same plans, 2.4-4.5 s instead of 0.8-1.9), and the
- * model's time-centric search costs 1-4 us a pair. sm serves every budget up to A and f every
- * budget from A, so a plan is found at every budget from the least of the two families'
- * least budgets up. None of it depends on the budget.
+ * exact for), A an upper bound on f's least budget L (fam_upper: 0.05% above L on GPT-2
+ * of 1,000 layers, 0.5% on ResNet-2498), so that a plan at a budget well above L does not
+ * search L (GPT-2-1000: 0.4-0.5 s of one core, where the bound costs 0.04; f_passed reads
+ * A where it settles a comparison with L). A plan at a budget B where sm still is
+ * affordable uses sm (f when sm finds no chain; for the exact strategies, whose f is
+ * every lower set, the better of the two plans in the simulator), above that f. With the
+ * rows, past 1.1 L only while a run's pairs stay within DP_SIM_WIDE_PAIRS: there the
+ * authors' bound's plans are mostly as good (ResNet-2498 from 1.25 L: the same plans,
+ * 2.4-4.5 s instead of 0.8-1.9), and the model's time-centric search costs 1-4 us a pair.
+ * sm serves every budget up to L and f every budget from L, so a plan is found at every
+ * budget from the least of the two families' least budgets up. None of it depends on
+ * the budget.
  */
 struct dp_memo {
     struct dag d;
