@@ -341,6 +341,12 @@ static void timing(const char *dir)
     }
 }
 
+/* The default plan's runs a row of the scale table times (the least seconds shown): a
+ * row's time varied by up to 40% from one run to the next on a shared 2-core machine
+ * (docs/benchmarks.md, "Twenty-fourth round"). Every run must plan the same peak and
+ * overhead. */
+#define SCALE_REPS 3
+
 /*
  * Planning at scale: the zoo's deepest networks and GPT-2 of 48 and 1,000 layers at
  * batch 1, each strategy at `--budget min` and at the budget halfway between that
@@ -362,12 +368,6 @@ static void timing(const char *dir)
  * then replace (layout_build_held): the same plans, arenas and moves here, at a fraction
  * of the time.
  */
-/* The default plan's runs a row of the scale table times (the least seconds shown): a
- * row's time varied by up to 40% from one run to the next on a shared 2-core machine
- * (docs/benchmarks.md, "Twenty-fourth round"). Every run must plan the same peak and
- * overhead. */
-#define SCALE_REPS 3
-
 static void scale_row(const remat_tgraph *tg, const char *net, int64_t layers,
                       remat_strategy s, bool min, size_t budget, const struct result *have,
                       const char *label)
