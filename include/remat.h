@@ -436,6 +436,9 @@ typedef struct remat_plan_info {
     size_t dp_bound_bytes;          /* the planner's own bound on the peak (0 if none) */
     double plan_seconds;
     int64_t n_lower_sets;           /* lower sets the DP considered (0 for others) */
+    int64_t n_dp_sets;              /* of them, those its chain was chosen over: fewer
+                                       where a large graph's time-centric plan searched
+                                       in two stages (docs/planners.md) */
     int32_t n_blocks;               /* blocks of the chain (0 when not a chain) */
     double overhead_bound;          /* the planner's own overhead (recomputed / forward) */
     bool feasible;

@@ -440,6 +440,102 @@ out:
     remat_graph_free(g);
 }
 
+/* Whether c is a chain of lower sets of d: every node in a block 1 .. n_blocks, each
+ * block holding one, and no node in an earlier block than a predecessor. */
+static bool is_chain(const struct dag *d, const struct chain *c)
+{
+    int32_t *count = calloc((size_t)c->n_blocks + 1, sizeof *count);
+    bool ok = count != NULL;
+
+    for (int32_t v = 0; ok && v < d->n; v++) {
+        ok = c->block[v] >= 1 && c->block[v] <= c->n_blocks;
+        for (int32_t k = d->pred_at[v]; ok && k < d->pred_at[v + 1]; k++)
+            ok = c->block[d->pred[k]] <= c->block[v];
+        if (ok)
+            count[c->block[v]]++;
+    }
+    for (int32_t b = 1; ok && b <= c->n_blocks; b++)
+        ok = count[b] > 0;
+    free(count);
+    return ok;
+}
+
+/*
+ * The two-stage search (kusumoto_plan.c, plan_refined; forced here past one pair) on
+ * GPT-2 of 200 layers' whole family near its least budget, where the coarse restriction
+ * stays off: its chain is a chain of the family's lower sets, chosen among fewer of them
+ * than the family holds and more than the drops (lsets_drops_keep); it recomputes no less
+ * than the flat DP's optimum (every pair, exact), and within w of the optimum over the
+ * drops alone (the first stage's family, which the second holds), and within 2% of the
+ * flat optimum (the issue's measure of a fast plan's quality).
+ */
+static void test_two_stage(void)
+{
+    const double w = 1e-3;
+    remat_zoo_opts zo = {.batch = 1, .layers = 200};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    struct dag d;
+    struct lsets ls, dr;
+    struct chain c, e;
+    uint8_t *keep;
+    size_t least = 0;
+    int32_t n_drops = 0;
+
+    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, &g));
+    CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
+    if (!tg)
+        goto out;
+    REMAT_ASSERT_TEST(dag_build(tg, &d) == REMAT_OK);
+    REMAT_ASSERT_TEST(lsets_build(&d, LS_APPROX, NULL, 0, &ls) == REMAT_OK);
+    keep = malloc((size_t)ls.n);
+    REMAT_ASSERT_TEST(keep != NULL);
+    lsets_drops_keep(&d, &ls, keep);
+    for (int32_t i = 0; i < ls.n; i++)
+        n_drops += keep[i];
+    REMAT_ASSERT_TEST(lsets_pick(&ls, keep, &dr) == REMAT_OK);
+    CHECK(dr.n == n_drops && n_drops > 2 && n_drops < ls.n / 2, "%d drops of %d sets", n_drops,
+          ls.n);
+    CHECK_OK(kusumoto_min_budget(&d, &ls, NULL, &least));
+    chain_alloc(&c, d.n);
+    chain_alloc(&e, d.n);
+    kusumoto_set_refine(1);
+    for (int f = 1; f <= 3; f++) {
+        size_t b = least + (size_t)((double)(ls.m[ls.n - 1] - least) * f / 64);
+        struct dp_result opt, two, one;
+
+        CHECK_OK(kusumoto_plan(&d, &ls, false, b, INT64_MAX, NULL, &e, &opt));
+        CHECK_OK(kusumoto_plan(&d, &dr, false, b, INT64_MAX, NULL, &e, &one));
+        CHECK_OK(kusumoto_plan_pairs(&d, &ls, false, b, 0, NULL, NULL, w, &c, &two));
+        if (!opt.feasible || !two.feasible || !one.feasible) {
+            CHECK(false, "budget %zu: feasible %d, two stages %d, drops %d", b, opt.feasible,
+                  two.feasible, one.feasible);
+            continue;
+        }
+        CHECK(two.n_sets > n_drops && two.n_sets < ls.n && is_chain(&d, &c),
+              "budget %zu: chosen among %d sets (%d drops, %d in all), a chain %d", b,
+              two.n_sets, n_drops, ls.n, is_chain(&d, &c));
+        CHECK(two.units >= opt.units && (double)two.units <= (1 + w) * (double)one.units &&
+                  two.overhead <= 1.02 * opt.overhead,
+              "budget %zu: %lld units (overhead %.6f); the flat optimum %lld (%.6f), the "
+              "drops' %lld", b, (long long)two.units, two.overhead, (long long)opt.units,
+              opt.overhead, (long long)one.units);
+        printf("  budget %zu: two stages %lld units over %d sets, the flat optimum %lld, the "
+               "drops' %lld\n", b, (long long)two.units, two.n_sets, (long long)opt.units,
+               (long long)one.units);
+    }
+    kusumoto_set_refine(0);
+    chain_free(&c);
+    chain_free(&e);
+    free(keep);
+    lsets_fini(&dr);
+    lsets_fini(&ls);
+    dag_fini(&d);
+out:
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 static void test_model_past_limit(void)
 {
     past_limit("gpt2", 48, 6, true);
@@ -453,5 +549,6 @@ int main(void)
     RUN_TIMED(test_model_past_limit);
     RUN_TIMED(test_model_thinned);
     RUN_TIMED(test_within);
+    RUN_TIMED(test_two_stage);
     return harness_end();
 }

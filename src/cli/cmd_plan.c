@@ -152,9 +152,13 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
         printf("plan             %d blocks from %lld lower sets; DP bound %s bytes\n",
                pi->n_blocks, (long long)pi->n_lower_sets,
                cli_commas(pi->dp_bound_bytes, a, sizeof a));
+    if (pi->n_blocks && pi->n_dp_sets > 0 && pi->n_dp_sets < pi->n_lower_sets)
+        printf("DP sets          the chain chosen among %s of them in two stages, where the "
+               "graph narrows (--coarse-pairs never: among all)\n",
+               cli_commas((size_t)pi->n_dp_sets, a, sizeof a));
     if (pi->dp_within > 0)
         printf("DP chain         proven within %g%% of the least recomputation over the "
-               "lower sets (--dp-within exact: the least)\n", 100 * pi->dp_within);
+               "lower sets searched (--dp-within exact: the least)\n", 100 * pi->dp_within);
     printf("recomputed       %zu forward ops run again\n", n_recomputed);
     if (strat == REMAT_STRATEGY_OPTIMAL)
         printf("MILP gap         %.3f (0: proven optimal; -1: another strategy's plan was "
@@ -212,6 +216,7 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r,
     json_u64(&j, "activation_budget_bytes", pi->activation_budget_bytes);
     json_u64(&j, "dp_bound_bytes", pi->dp_bound_bytes);
     json_i64(&j, "n_lower_sets", pi->n_lower_sets);
+    json_i64(&j, "n_dp_sets", pi->n_dp_sets);
     json_i64(&j, "n_blocks", pi->n_blocks);
     json_f64(&j, "dp_within", pi->dp_within);
     json_u64(&j, "n_recomputed", n_recomputed);

@@ -14,6 +14,8 @@ struct dp_result {
     bool near;           /* kusumoto_plan_within: the beam's chain, not the optimum */
     int64_t units;       /* the overhead as the DP counts it: each block's rounded to
                             whole units (kusumoto.c) */
+    int32_t n_sets;      /* the sets the chain was chosen over: ls's, or fewer where the
+                            two-stage search narrowed them (kusumoto_plan_pairs) */
 };
 
 /* Where the DP reports how far a pass is (remat_plan_opts.progress; fn may be NULL). */
@@ -105,6 +107,10 @@ void kusumoto_set_guides(bool on);
  * that a frontier run shares with a helper thread (kusumoto.c, core_team); 0 restores
  * the default, -1 keeps every run on one core. The states are the same either way. */
 void kusumoto_set_split(int64_t min_work);
+/* Tests only (not thread-safe): the pairs past which a time-centric plan asked for a
+ * chain within a fraction of the optimum (kusumoto_plan_pairs) searches in two stages
+ * (kusumoto_plan.c); 0 restores the default (2^22), -1 never. */
+void kusumoto_set_refine(int64_t min_pairs);
 /* Tests and benchmarks only (not thread-safe): whether a beam run over kept pairs works
  * as a pipeline on two threads (default on; dp_pipe.c). The states are the same either
  * way. */

@@ -12,13 +12,13 @@
 static remat_status plan_chain(const struct dag *d, const struct lsets *ls, bool memory_centric,
                                size_t budget, int64_t coarse_at, const struct dp_progress *pg,
                                struct dp_pairs *pairs, double within, struct chain *c,
-                               struct dp_result *res);
+                               struct dp_result *res, int32_t *sets_out, bool refine);
 
 remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool memory_centric,
                            size_t budget, int64_t coarse_at, const struct dp_progress *pg,
                            struct chain *c, struct dp_result *res)
 {
-    return plan_chain(d, ls, memory_centric, budget, coarse_at, pg, NULL, 0, c, res);
+    return plan_chain(d, ls, memory_centric, budget, coarse_at, pg, NULL, 0, c, res, NULL, false);
 }
 
 remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
@@ -27,14 +27,14 @@ remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
                                  double within, struct chain *c, struct dp_result *res)
 {
     return plan_chain(d, ls, memory_centric, budget, coarse_at, pg, pairs,
-                      memory_centric ? 0 : within, c, res);
+                      memory_centric ? 0 : within, c, res, NULL, true);
 }
 
 remat_status kusumoto_plan_within(const struct dag *d, const struct lsets *ls, size_t budget,
                                   int64_t coarse_at, double within, struct chain *c,
                                   struct dp_result *res)
 {
-    return plan_chain(d, ls, false, budget, coarse_at, NULL, NULL, within, c, res);
+    return plan_chain(d, ls, false, budget, coarse_at, NULL, NULL, within, c, res, NULL, false);
 }
 
 /* A time-centric plan whose runs visit at least this many pairs keeps them first
@@ -78,10 +78,79 @@ static void first_job(void *ctx, int k)
         dp_bounds(w->p, w->lb, w->room);
 }
 
+/*
+ * The two-stage search (where a time-centric plan asks for a chain within a fraction of
+ * the optimum and would visit more than REFINE_PAIRS pairs of a large family, every
+ * pair: below the coarse restriction's wide windows). First the chain over the sets
+ * where the boundary's bytes drop (lsets_drops_keep: where the graph narrows, which is
+ * where chains cut), then the chain over those and the sets within REFINE_REACH places
+ * of the first chain's (by M(L)), which may move each cut a little. Both families'
+ * chains are ls's. On GPT-2 of 1,000 layers at 2% of the way from its least budget to
+ * `none`'s peak (37,008 sets, 12.6 10^6 pairs), the flat DP's chain cut at 1,003 sets,
+ * 1,000 of them drops (of 4,000); the two stages found a chain of the same peak and
+ * overhead (docs/planners.md, "Twenty-fifth round"). *done when the second found one.
+ */
+#define REFINE_PAIRS ((int64_t)1 << 22)
+#define REFINE_REACH 8
+
+static int64_t refine_set; /* kusumoto_set_refine's; 0: REFINE_PAIRS, < 0: never */
+
+void kusumoto_set_refine(int64_t min_pairs)
+{
+    refine_set = min_pairs;
+}
+
+static remat_status plan_refined(const struct dag *d, const struct lsets *ls, size_t budget,
+                                 const struct dp_progress *pg, double within, struct chain *c,
+                                 struct dp_result *res, bool *done)
+{
+    const remat_allocator *al = d->al;
+    size_t n = (size_t)ls->n;
+    uint8_t *keep = core_alloc(al, n);
+    int32_t *idx = core_alloc(al, n * sizeof *idx), *sets = core_alloc(al, n * sizeof *sets);
+    struct lsets fam = {0};
+    int32_t k = 0, n_fam = 0;
+    remat_status st;
+
+    *done = false;
+    if (!keep || !idx || !sets) {
+        st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+        goto out;
+    }
+    lsets_drops_keep(d, ls, keep);
+    for (int32_t i = 0; i < ls->n; i++)
+        if (keep[i])
+            idx[k++] = i; /* the first family's set k is ls's idx[k] */
+    if ((st = lsets_pick(ls, keep, &fam)) ||
+        (st = plan_chain(d, &fam, false, budget, INT64_MAX, pg, NULL, within, c, res, sets,
+                               false)) ||
+        !res->feasible)
+        goto out;
+    for (int32_t b = 0; b < c->n_blocks; b++)
+        for (int32_t i = idx[sets[b]] - REFINE_REACH; i <= idx[sets[b]] + REFINE_REACH; i++)
+            if (i >= 0 && i < ls->n)
+                keep[i] = 1;
+    lsets_fini(&fam);
+    if ((st = lsets_pick(ls, keep, &fam)))
+        goto out;
+    n_fam = fam.n;
+    if ((st = plan_chain(d, &fam, false, budget, INT64_MAX, pg, NULL, within, c, res, NULL,
+                         false)))
+        goto out;
+    *done = res->feasible;
+    res->n_sets = n_fam;
+out:
+    lsets_fini(&fam);
+    core_free(al, keep, n);
+    core_free(al, idx, n * sizeof *idx);
+    core_free(al, sets, n * sizeof *sets);
+    return st;
+}
+
 static remat_status plan_chain(const struct dag *d, const struct lsets *ls, bool memory_centric,
                                size_t budget, int64_t coarse_at, const struct dp_progress *pg,
                                struct dp_pairs *pairs, double within, struct chain *c,
-                               struct dp_result *res)
+                               struct dp_result *res, int32_t *sets_out, bool refine)
 {
     /* the kept pairs serve a run at budget over ls where every pair is visited */
     bool usable = pairs && pairs->p && budget <= pairs->budget && pairs->n_sets == ls->n;
@@ -112,6 +181,15 @@ static remat_status plan_chain(const struct dag *d, const struct lsets *ls, bool
         p.co = &co;
         if (coarse_at == 0 && dp_run_pairs(&p) * DP_COARSE_GAIN > flat)
             p.co = NULL; /* a narrow window: every pair */
+    }
+    if (refine && !p.co && !usable && !memory_centric && within > 0 && coarse_at == 0 &&
+        !ls->sim && ls->by_m && refine_set >= 0 && ls->n > 2 &&
+        (flat ? flat : kusumoto_pairs(ls, budget)) > (refine_set ? refine_set : REFINE_PAIRS)) {
+        bool done;
+
+        if ((st = plan_refined(d, ls, budget, pg, within, c, res, &done)) || done)
+            goto out;
+        memset(res, 0, sizeof *res); /* the first family may find none: ls itself then */
     }
     if (!p.co && usable) {
         p.pc = *pairs; /* borrowed: not freed with p */
@@ -159,6 +237,7 @@ static remat_status plan_chain(const struct dag *d, const struct lsets *ls, bool
                                          : dp_least_time(&p, &lb, &room, &lag)))
         goto out;
     res->feasible = true;
+    res->n_sets = ls->n;
     res->coarse = p.co != NULL;
     res->near = p.near;
     res->units = p.pts[p.fr_at[last]].t;
@@ -177,6 +256,8 @@ static remat_status plan_chain(const struct dag *d, const struct lsets *ls, bool
     }
     /* sets[nb-1] is L1, sets[0] is V. Blocks, kept nodes and the bound. */
     c->n_blocks = nb;
+    for (int32_t b = 0; sets_out && b < nb; b++)
+        sets_out[b] = sets[nb - 1 - b];
     {
         size_t cached = 0, sim_m = 0;
         double sim_t = 0;

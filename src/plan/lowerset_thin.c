@@ -38,14 +38,47 @@ static size_t cut_bytes(const struct dag *d, const struct lsets *ls, int32_t i)
     return m;
 }
 
-remat_status lsets_thin(const struct dag *d, const struct lsets *src, int32_t max_sets,
-                        struct lsets *out)
+void lsets_thin_keep(const struct dag *d, const struct lsets *src, int32_t max_sets,
+                     uint8_t *keep)
 {
-    const remat_allocator *a = src->al;
-    size_t cap = (size_t)src->n + 1, step, total = src->m[src->n - 1];
+    size_t step = src->m[src->n - 1] / (size_t)(max_sets - 2) + 1;
     int32_t best = -1;
 
-    REMAT_ASSERT(src->by_m && !src->sim && max_sets > 2);
+    REMAT_ASSERT(src->by_m && max_sets > 2);
+    memset(keep, 0, (size_t)src->n);
+    keep[0] = keep[src->n - 1] = 1; /* ∅, V */
+    for (int32_t i = 1; i < src->n - 1; i++) {
+        if (best < 0 || cut_bytes(d, src, i) < cut_bytes(d, src, best))
+            best = i;
+        if (src->m[i + 1] / step != src->m[best] / step) { /* the run of best ends */
+            keep[best] = 1;
+            best = -1;
+        }
+    }
+    if (best >= 0)
+        keep[best] = 1;
+}
+
+void lsets_drops_keep(const struct dag *d, const struct lsets *src, uint8_t *keep)
+{
+    size_t prev = 0;
+
+    memset(keep, 0, (size_t)src->n);
+    keep[0] = keep[src->n - 1] = 1; /* ∅, V */
+    for (int32_t i = 1; i < src->n - 1; i++) {
+        size_t c = cut_bytes(d, src, i);
+
+        keep[i] = i > 1 && c < prev;
+        prev = c;
+    }
+}
+
+remat_status lsets_pick(const struct lsets *src, const uint8_t *keep, struct lsets *out)
+{
+    const remat_allocator *a = src->al;
+    size_t cap = (size_t)src->n + 1;
+
+    REMAT_ASSERT(src->by_m && !src->sim && keep[0] && keep[src->n - 1]);
     memset(out, 0, sizeof *out);
     out->al = a;
     out->words = src->words;
@@ -53,7 +86,7 @@ remat_status lsets_thin(const struct dag *d, const struct lsets *src, int32_t ma
     out->cap = cap;
     out->bd_cap = (size_t)src->bd_at[src->n] + 1;
     out->mx_cap = (size_t)src->mx_at[src->n] + 1;
-    out->bits_cap = src->bits_n + 1; /* the thinned rows are some of src's */
+    out->bits_cap = src->bits_n + 1; /* the rows picked are some of src's */
     out->bits = core_calloc(a, out->bits_cap, sizeof *out->bits);
     out->row = core_calloc(a, cap, sizeof *out->row);
     out->size = core_calloc(a, cap, sizeof *out->size);
@@ -67,20 +100,24 @@ remat_status lsets_thin(const struct dag *d, const struct lsets *src, int32_t ma
     if (!out->bits || !out->row || !out->size || !out->m || !out->t || !out->m_out || !out->bd_at ||
         !out->bd || !out->mx_at || !out->mx) {
         lsets_fini(out);
-        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory thinning lower sets");
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory picking lower sets");
     }
-    step = total / (size_t)(max_sets - 2) + 1;
-    copy_set(src, 0, out); /* ∅ */
-    for (int32_t i = 1; i < src->n - 1; i++) {
-        if (best < 0 || cut_bytes(d, src, i) < cut_bytes(d, src, best))
-            best = i;
-        if (src->m[i + 1] / step != src->m[best] / step) { /* the run of best ends */
-            copy_set(src, best, out);
-            best = -1;
-        }
-    }
-    if (best >= 0)
-        copy_set(src, best, out);
-    copy_set(src, src->n - 1, out); /* V */
+    for (int32_t i = 0; i < src->n; i++)
+        if (keep[i])
+            copy_set(src, i, out);
     return REMAT_OK;
+}
+
+remat_status lsets_thin(const struct dag *d, const struct lsets *src, int32_t max_sets,
+                        struct lsets *out)
+{
+    uint8_t *keep = core_alloc(src->al, (size_t)src->n);
+    remat_status st;
+
+    if (!keep)
+        return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory thinning lower sets");
+    lsets_thin_keep(d, src, max_sets, keep);
+    st = lsets_pick(src, keep, out);
+    core_free(src->al, keep, (size_t)src->n);
+    return st;
 }

@@ -436,6 +436,7 @@ fits:
      */
     info->dp_bound_bytes = res.bound;
     info->n_blocks = c.n_blocks;
+    info->n_dp_sets = res.n_sets;
     info->overhead_bound = res.overhead;
     info->dp_within = res.near ? q.within : 0;
     if ((st = planner_sim_peak(tg, *out, &peak)))
@@ -458,6 +459,7 @@ fits:
                 lo = mid;
                 info->dp_bound_bytes = res.bound;
                 info->n_blocks = c.n_blocks;
+                info->n_dp_sets = res.n_sets;
                 info->overhead_bound = res.overhead;
                 info->dp_within = res.near ? q.within : 0;
             } else {
