@@ -195,13 +195,11 @@ static remat_status plan_chain(const struct dag *d, const struct lsets *ls, bool
         p.pc = *pairs; /* borrowed: not freed with p */
     } else if (!p.co && !memory_centric
                && dp_run_pairs(&p) >= (ls->sim ? KEEP_FIRST_SIM : KEEP_FIRST_PAIRS)) {
-        bool had = pairs && pairs->p;
-
         if (!dp_keep_pairs_in(&p, pairs)) {
             st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
             goto out;
         }
-        grown = had && !pairs->p; /* in the caller's memory: theirs again after */
+        grown = pairs && !pairs->p; /* the caller's after (in its memory where it had some) */
     }
     /* Memory-centric: the least cached memory at V (then the least overhead), which is
      * the last point of V's Pareto frontier; one state per set finds it exactly, since
