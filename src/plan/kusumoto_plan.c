@@ -123,7 +123,7 @@ static remat_status plan_refined(const struct dag *d, const struct lsets *ls, si
             idx[k++] = i; /* the first family's set k is ls's idx[k] */
     if ((st = lsets_pick(ls, keep, &fam)) ||
         (st = plan_chain(d, &fam, false, budget, INT64_MAX, pg, NULL, within, c, res, sets,
-                               false)) ||
+                         false)) ||
         !res->feasible)
         goto out;
     for (int32_t b = 0; b < c->n_blocks; b++)

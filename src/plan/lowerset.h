@@ -113,9 +113,6 @@ void lsets_fini(struct lsets *ls);
  */
 remat_status lsets_thin(const struct dag *d, const struct lsets *src, int32_t max_sets,
                         struct lsets *out);
-/* The sets lsets_thin keeps: keep[i] (src->n entries) 1 for those, 0 for the rest. */
-void lsets_thin_keep(const struct dag *d, const struct lsets *src, int32_t max_sets,
-                     uint8_t *keep);
 /* The sets of src (sorted by M) where the boundary's bytes drop: keep[i] 1 where M(∂(L_i))
  * is below M(∂(L_i-1)), and for ∅ and V. */
 void lsets_drops_keep(const struct dag *d, const struct lsets *src, uint8_t *keep);

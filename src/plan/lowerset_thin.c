@@ -38,8 +38,9 @@ static size_t cut_bytes(const struct dag *d, const struct lsets *ls, int32_t i)
     return m;
 }
 
-void lsets_thin_keep(const struct dag *d, const struct lsets *src, int32_t max_sets,
-                     uint8_t *keep)
+/* The sets lsets_thin keeps: keep[i] (src->n entries) 1 for those, 0 for the rest. */
+static void thin_keep(const struct dag *d, const struct lsets *src, int32_t max_sets,
+                      uint8_t *keep)
 {
     size_t step = src->m[src->n - 1] / (size_t)(max_sets - 2) + 1;
     int32_t best = -1;
@@ -68,7 +69,7 @@ void lsets_drops_keep(const struct dag *d, const struct lsets *src, uint8_t *kee
     for (int32_t i = 1; i < src->n - 1; i++) {
         size_t c = cut_bytes(d, src, i);
 
-        keep[i] = i > 1 && c < prev;
+        keep[i] = c < prev; /* ∅'s boundary holds none: L_1 is not one */
         prev = c;
     }
 }
@@ -116,7 +117,7 @@ remat_status lsets_thin(const struct dag *d, const struct lsets *src, int32_t ma
 
     if (!keep)
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory thinning lower sets");
-    lsets_thin_keep(d, src, max_sets, keep);
+    thin_keep(d, src, max_sets, keep);
     st = lsets_pick(src, keep, out);
     core_free(src->al, keep, (size_t)src->n);
     return st;
