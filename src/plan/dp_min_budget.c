@@ -395,7 +395,6 @@ static remat_status min_budget(const struct dag *d, const struct lsets *ls,
         dp_fini(&q);
     }
     if (pairs) {
-        dp_pairs_fini(pairs); /* any a plan kept before (kusumoto_plan_pairs) */
         *pairs = p.pc; /* the caller's now */
         memset(&p.pc, 0, sizeof p.pc);
     }

@@ -50,7 +50,8 @@ remat_status kusumoto_plan(const struct dag *d, const struct lsets *ls, bool mem
  * 0: as kusumoto_plan_within (a chain proven within that fraction of the optimum's
  * overhead where the beam finds one); 0: the optimum. Pairs kept over ls below B are
  * replaced, in their memory, by those a time-centric plan keeps at B (past 2^20 pairs,
- * kusumoto_plan.c), which serve every budget up to B. */
+ * kusumoto_plan.c), which serve every budget up to B; where pairs holds none, those it
+ * keeps go there too (pairs must be initialized, and is the caller's to free). */
 remat_status kusumoto_plan_pairs(const struct dag *d, const struct lsets *ls,
                                  bool memory_centric, size_t budget, int64_t coarse_at,
                                  const struct dp_progress *pg, struct dp_pairs *pairs,

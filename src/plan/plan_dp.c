@@ -117,8 +117,10 @@ static remat_status fam_min_budget(const struct dp_memo *m, struct dp_fam *fam,
 {
     remat_status st = REMAT_OK;
 
-    if (!fam->min_b)
+    if (!fam->min_b) {
+        dp_pairs_fini(&fam->pc); /* any a plan kept (kusumoto_plan_pairs): the search's now */
         st = kusumoto_min_budget_pairs(&m->d, &fam->ls, pg, &fam->min_b, &fam->pc, fam->ub);
+    }
     *out = fam->min_b;
     return st;
 }
