@@ -536,6 +536,60 @@ out:
     remat_graph_free(g);
 }
 
+/*
+ * A budget that the plan of its first attempt packs a byte above while peaking below its
+ * activation budget: GPT-2 of 1,000 layers, whose approx-tc plans pack 2.7 MB above
+ * their simulated peaks (the quick packing, past PACK_QUICK_MIN instances). A plan at 0.5%
+ * of the way from the least total to `none`'s packs to T; at T - 1 the first attempt asks
+ * for an activation budget a byte below that plan's arena, gets it back and packs a byte
+ * over. The budget fit lowers the activation budget under the plan's peak, so the plan it
+ * lands on fits and recomputes less than the least-budget plan, with 750 MB more to spend.
+ * Lowered by the excess alone, the activation budget came back with the same plan for
+ * all 40 attempts, and the fit took the least plan.
+ */
+static void test_fit_slack(void)
+{
+    remat_zoo_opts zo = {.batch = 1, .layers = 1000};
+    remat_plan_opts o = {.strategy = REMAT_STRATEGY_APPROX_TC, .budget_min = true};
+    remat_plan_opts none = {.strategy = REMAT_STRATEGY_NONE};
+    remat_plan_info least, all, pi;
+    remat_sim_result rl, r;
+    remat_schedule *s = NULL;
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    size_t B;
+
+    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, &g));
+    CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
+    if (!tg)
+        return;
+    CHECK_OK(remat_plan(tg, &o, &s, &least));
+    CHECK_OK(remat_sim_run(tg, s, &rl));
+    remat_schedule_free(s);
+    CHECK_OK(remat_plan(tg, &none, &s, &all));
+    remat_schedule_free(s);
+    s = NULL;
+    o.budget_min = false;
+    o.budget_bytes = least.budget_bytes + (all.total_bytes - least.budget_bytes) / 200;
+    CHECK_OK(remat_plan(tg, &o, &s, &pi));
+    CHECK_OK(remat_sim_run(tg, s, &r));
+    remat_schedule_free(s);
+    s = NULL;
+    CHECK(pi.arena_bytes > r.activation_peak_bytes + 64, "the plan at %zu bytes packs to "
+          "%zu bytes, its peak %zu: no slack to test with", o.budget_bytes, pi.arena_bytes,
+          r.activation_peak_bytes);
+    B = o.budget_bytes = pi.total_bytes - 1;
+    CHECK_OK(remat_plan(tg, &o, &s, &pi));
+    CHECK_OK(remat_sim_run(tg, s, &r));
+    CHECK(pi.total_bytes <= B, "packed %zu bytes in all within a budget of %zu", pi.total_bytes,
+          B);
+    CHECK(r.overhead < rl.overhead, "at %zu bytes (the least %zu) the plan recomputes %.6f, "
+          "the least plan %.6f", B, least.budget_bytes, r.overhead, rl.overhead);
+    remat_schedule_free(s);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
 static void test_model_past_limit(void)
 {
     past_limit("gpt2", 48, 6, true);
@@ -550,5 +604,6 @@ int main(void)
     RUN_TIMED(test_model_thinned);
     RUN_TIMED(test_within);
     RUN_TIMED(test_two_stage);
+    RUN_TIMED(test_fit_slack);
     return harness_end();
 }
