@@ -79,12 +79,11 @@ struct dp_fam {
  * A where it settles a comparison with L). A plan at a budget B where sm still is
  * affordable uses sm (f when sm finds no chain; for the exact strategies, whose f is
  * every lower set, the better of the two plans in the simulator), above that f. With the
- * rows, past 1.1 L only while a run's pairs stay within DP_SIM_WIDE_PAIRS: there the
- * authors' bound's plans are mostly as good (ResNet-2498 from 1.25 L: the same plans,
- * 2.4-4.5 s instead of 0.8-1.9), and the model's time-centric search costs 1-4 us a pair.
- * sm serves every budget up to L and f every budget from L, so a plan is found at every
- * budget from the least of the two families' least budgets up. None of it depends on
- * the budget.
+ * rows, past 1.1 L f first, then sm as well while a run's pairs stay within
+ * DP_SIM_WIDE_PAIRS or, up to DP_SIM_MAX_PAIRS, where f's plan leaves room (below): the
+ * better of the two in the simulator. sm serves every budget up to L and f every budget
+ * from L, so a plan is found at every budget from the least of the two families' least
+ * budgets up. None of it depends on the budget.
  */
 struct dp_memo {
     struct dag d;
@@ -170,23 +169,32 @@ static bool sim_affordable(const struct lsets *ls, size_t budget)
                                       kusumoto_sim_work(ls, budget) <= DP_SIM_MAX_WORK;
 }
 
-/* The family of a plan at budget B (struct dp_memo). */
+
+/* The family of a plan at budget B (struct dp_memo); *then: sm after f where f's plan
+ * leaves room (above). */
 static remat_status fam_at(struct dp_memo *m, const struct dp_progress *pg, size_t budget,
-                           struct dp_fam **out)
+                           struct dp_fam **out, bool *then)
 {
     const struct lsets *ls = &m->sm.ls;
     bool wide = false;
+    int64_t pairs;
     remat_status st;
 
     *out = &m->f;
+    *then = false;
     if (!ls->sim)
         return REMAT_OK;
     if (dp_sim_rows(ls->sim) && (st = f_passed(m, pg, budget, true, &wide)))
         return st;
-    if (wide)
-        *out = kusumoto_pairs(ls, budget) <= DP_SIM_WIDE_PAIRS ? &m->sm : &m->f;
-    else
+    if (!wide) {
         *out = sim_affordable(ls, budget) ? &m->sm : &m->f;
+        return REMAT_OK;
+    }
+    pairs = kusumoto_pairs(ls, budget);
+    if (pairs <= DP_SIM_WIDE_PAIRS)
+        *out = &m->sm;
+    else
+        *then = pairs <= DP_SIM_MAX_PAIRS;
     return REMAT_OK;
 }
 
@@ -311,14 +319,16 @@ static bool sim_better(const remat_sim_result *a, const remat_sim_result *b, boo
            (a->overhead == b->overhead && a->activation_peak_bytes < b->activation_peak_bytes);
 }
 
-/* f's plan at B in place of sm's (c, res, *out) where the simulator finds it better
- * (struct dp_memo): the exact family's, or the approximate family's by the authors'
- * bound, whose memory-centric plans at large budgets can simulate below the model's
- * (GPT-2-48 halfway to `none`: 1.49 GB against 2.84, recomputing less) and time-centric
- * ones recompute less where the bound and the simulator part. */
-static remat_status f_instead(const remat_tgraph *tg, struct dp_memo *m,
-                                  const struct dp_ask *q, size_t budget, struct chain *c,
-                                  struct dp_result *res, remat_schedule **out)
+/* fam's plan at B in place of the other family's (c, res, *out) where the simulator
+ * finds it better (struct dp_memo). f's after sm's: the exact family's, or the
+ * approximate family's by the authors' bound, whose memory-centric plans at large
+ * budgets can simulate below the model's (GPT-2-48 halfway to `none`: 1.49 GB against
+ * 2.84, recomputing less) and time-centric ones recompute less where the bound and the
+ * simulator part. sm's after f's (room): only where f's plan peaks more than
+ * 1/DP_SIM_ROOM_SHARE of B below B (fam_at). */
+static remat_status fam_instead(const remat_tgraph *tg, struct dp_memo *m, struct dp_fam *fam,
+                                bool room, const struct dp_ask *q, size_t budget,
+                                struct chain *c, struct dp_result *res, remat_schedule **out)
 {
     size_t n = (size_t)m->d.n + 1;
     struct chain e = {0, core_calloc(m->d.al, n, sizeof *e.block),
@@ -332,8 +342,10 @@ static remat_status f_instead(const remat_tgraph *tg, struct dp_memo *m,
         st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
         goto out;
     }
-    if ((st = plan_dp_at(tg, &m->d, &m->f.ls, &m->f.pc, q, budget, &e, &er, &s)) ||
-        !er.feasible || (st = remat_sim_run(tg, s, &a)) || (st = remat_sim_run(tg, *out, &b)))
+    if ((st = remat_sim_run(tg, *out, &b)) ||
+        (room && b.activation_peak_bytes >= budget - budget / DP_SIM_ROOM_SHARE) ||
+        (st = plan_dp_at(tg, &m->d, &fam->ls, &fam->pc, q, budget, &e, &er, &s)) ||
+        !er.feasible || (st = remat_sim_run(tg, s, &a)))
         goto out;
     if (sim_better(&a, &b, q->mc)) {
         remat_schedule_free(*out);
@@ -353,26 +365,28 @@ out:
 
 /* The DP's chain at budget B over the family of B (fam_at), or over f where that finds
  * none (and f's where the simulator finds it better: every budget for the exact
- * strategies, from f's least budget for the approximate ones); lowered (*out stays NULL
- * when infeasible). */
+ * strategies, from f's least budget for the approximate ones; sm's after f's where
+ * fam_at says so); lowered (*out stays NULL when infeasible). */
 static remat_status dp_plan_at(const remat_tgraph *tg, struct dp_memo *m, const struct dp_ask *q,
                                size_t budget, struct chain *c, struct dp_result *res,
                                remat_schedule **out)
 {
     struct dp_fam *fam;
-    bool past = m->exact;
+    bool past = m->exact, then;
     remat_status st;
 
     *out = NULL;
-    if ((st = fam_at(m, q->pg, budget, &fam)) ||
-        (st = plan_dp_at(tg, &m->d, &fam->ls, &fam->pc, q, budget, c, res, out)) ||
-        fam == &m->f)
+    if ((st = fam_at(m, q->pg, budget, &fam, &then)) ||
+        (st = plan_dp_at(tg, &m->d, &fam->ls, &fam->pc, q, budget, c, res, out)))
         return st;
+    if (fam == &m->f)
+        return then && !q->mc && res->feasible
+                   ? fam_instead(tg, m, &m->sm, true, q, budget, c, res, out) : REMAT_OK;
     if (!res->feasible)
         return plan_dp_at(tg, &m->d, &m->f.ls, &m->f.pc, q, budget, c, res, out);
     if (!past && (st = f_passed(m, q->pg, budget, false, &past)))
         return st;
-    return past ? f_instead(tg, m, q, budget, c, res, out) : REMAT_OK;
+    return past ? fam_instead(tg, m, &m->f, false, q, budget, c, res, out) : REMAT_OK;
 }
 
 /* The DP strategies: the graph and the lower sets built once (dp_setup), then plan (and
