@@ -169,7 +169,6 @@ static bool sim_affordable(const struct lsets *ls, size_t budget)
                                       kusumoto_sim_work(ls, budget) <= DP_SIM_MAX_WORK;
 }
 
-
 /* The family of a plan at budget B (struct dp_memo); *then: sm after f where f's plan
  * leaves room (above). */
 static remat_status fam_at(struct dp_memo *m, const struct dp_progress *pg, size_t budget,
