@@ -544,10 +544,36 @@ out:
     remat_graph_free(g);
 }
 
+/* GPT-2 of `layers` layers at batch 1 (*g its graph; NULL when it cannot be built), with
+ * approx-tc's least-budget plan (*least, *rl: that plan simulated) and `none`'s (*all). */
+static remat_tgraph *gpt2_ends(int layers, remat_graph **g, remat_plan_info *least,
+                               remat_sim_result *rl, remat_plan_info *all)
+{
+    remat_zoo_opts zo = {.batch = 1, .layers = layers};
+    remat_plan_opts o = {.strategy = REMAT_STRATEGY_APPROX_TC, .budget_min = true};
+    remat_plan_opts none = {.strategy = REMAT_STRATEGY_NONE};
+    remat_schedule *s = NULL;
+    remat_tgraph *tg = NULL;
+
+    *g = NULL;
+    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, g));
+    CHECK_OK(remat_tgraph_from_graph(*g, NULL, &tg));
+    if (!tg)
+        return NULL;
+    CHECK_OK(remat_plan(tg, &o, &s, least));
+    CHECK_OK(remat_sim_run(tg, s, rl));
+    remat_schedule_free(s);
+    s = NULL;
+    CHECK_OK(remat_plan(tg, &none, &s, all));
+    remat_schedule_free(s);
+    return tg;
+}
+
 /*
  * A budget that the plan of its first attempt packs a byte above while peaking below its
  * activation budget: GPT-2 of 1,000 layers, whose approx-tc plans pack 2.7 MB above
- * their simulated peaks (the quick packing, past PACK_QUICK_MIN instances). A plan at 0.5%
+ * their simulated peaks (a slot of the forward's temporaries lies empty under the
+ * logits: every packing ends there, the full search's too). A plan at 0.5%
  * of the way from the least total to `none`'s packs to T; at T - 1 the first attempt asks
  * for an activation budget a byte below that plan's arena, gets it back and packs a byte
  * over. The budget fit lowers the activation budget under the plan's peak, so the plan it
@@ -557,27 +583,18 @@ out:
  */
 static void test_fit_slack(void)
 {
-    remat_zoo_opts zo = {.batch = 1, .layers = 1000};
-    remat_plan_opts o = {.strategy = REMAT_STRATEGY_APPROX_TC, .budget_min = true};
-    remat_plan_opts none = {.strategy = REMAT_STRATEGY_NONE};
+    remat_plan_opts o = {.strategy = REMAT_STRATEGY_APPROX_TC};
     remat_plan_info least, all, pi;
     remat_sim_result rl, r;
     remat_schedule *s = NULL;
     remat_graph *g = NULL;
-    remat_tgraph *tg = NULL;
+    remat_tgraph *tg = gpt2_ends(1000, &g, &least, &rl, &all);
     size_t B;
 
-    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, &g));
-    CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
-    if (!tg)
+    if (!tg) {
+        remat_graph_free(g);
         return;
-    CHECK_OK(remat_plan(tg, &o, &s, &least));
-    CHECK_OK(remat_sim_run(tg, s, &rl));
-    remat_schedule_free(s);
-    CHECK_OK(remat_plan(tg, &none, &s, &all));
-    remat_schedule_free(s);
-    s = NULL;
-    o.budget_min = false;
+    }
     o.budget_bytes = least.budget_bytes + (all.total_bytes - least.budget_bytes) / 200;
     CHECK_OK(remat_plan(tg, &o, &s, &pi));
     CHECK_OK(remat_sim_run(tg, s, &r));
@@ -612,23 +629,16 @@ static void test_fit_slack(void)
 static void test_model_room(void)
 {
     static const double at[] = {0.1, 0.12, 0.15, 0.2, 0.3};
-    remat_zoo_opts zo = {.batch = 1, .layers = 48};
-    remat_plan_opts o = {.strategy = REMAT_STRATEGY_APPROX_TC, .budget_min = true};
-    remat_plan_opts none = {.strategy = REMAT_STRATEGY_NONE};
     remat_plan_info least, all;
+    remat_sim_result rl;
     double done[REMAT_ARRAY_LEN(at)];
-    remat_schedule *s = NULL;
     remat_graph *g = NULL;
-    remat_tgraph *tg = NULL;
+    remat_tgraph *tg = gpt2_ends(48, &g, &least, &rl, &all);
 
-    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, &g));
-    CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
-    if (!tg)
+    if (!tg) {
+        remat_graph_free(g);
         return;
-    CHECK_OK(remat_plan(tg, &o, &s, &least));
-    remat_schedule_free(s);
-    CHECK_OK(remat_plan(tg, &none, &s, &all));
-    remat_schedule_free(s);
+    }
     for (size_t k = 0; k < REMAT_ARRAY_LEN(at); k++) {
         size_t B = least.budget_bytes +
                    (size_t)(at[k] * (double)(all.total_bytes - least.budget_bytes));
