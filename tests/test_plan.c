@@ -635,6 +635,69 @@ static void test_zoo(void)
     zoo_model("googlenet", &(remat_zoo_opts){.batch = 2, .aux = 1});
 }
 
+/*
+ * At a budget `none`'s plan fits (its own packed total), that plan recomputes nothing,
+ * so a time-centric DP may not recompute either: approx-tc and exact-tc on ResNet-50 at
+ * batch 32 (a downsampling shortcut beside each stage's first block) and GPT-2 (query,
+ * key and value side by side) give a plan within the budget with no recomputation
+ * (before, approx-tc recomputed 0.094 and 0.102 of the forward there: its lower sets
+ * never keep both of two parallel branches). A byte of activations below none's
+ * simulated peak the DPs' own chains come back; the memory-centric DP and the authors'
+ * bound (`--authors-bound`, which reproduces their figures) keep theirs.
+ */
+static void tc_generous(const char *net, const remat_zoo_opts *zo)
+{
+    static const remat_strategy tc[2] = {REMAT_STRATEGY_APPROX_TC, REMAT_STRATEGY_EXACT_TC};
+    remat_plan_opts no = {.strategy = REMAT_STRATEGY_NONE};
+    remat_plan_info ni, pi;
+    remat_sim_result nr, r;
+    remat_schedule *s = NULL;
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+
+    CHECK_OK(remat_zoo_build(net, zo, NULL, &g));
+    CHECK_OK(remat_tgraph_from_graph(g, NULL, &tg));
+    if (!tg) {
+        remat_graph_free(g);
+        return;
+    }
+    CHECK_OK(remat_plan(tg, &no, &s, &ni));
+    CHECK_OK(remat_sim_run(tg, s, &nr));
+    remat_schedule_free(s);
+    CHECK(nr.overhead == 0, "%s: none recomputes %.6f", net, nr.overhead);
+    for (int k = 0; k < 6; k++) {
+        remat_plan_opts o = {.strategy = k < 4 ? tc[k % 2] : REMAT_STRATEGY_APPROX_MC,
+                             .budget_bytes = ni.total_bytes, .authors_bound = k == 5};
+        bool below = k == 2 || k == 3;
+
+        if (below) /* a byte of activations below none's simulated peak */
+            o.budget_bytes = remat_tgraph_resident_bytes(tg) + nr.activation_peak_bytes - 1;
+        s = NULL;
+        CHECK_OK(remat_plan(tg, &o, &s, &pi));
+        CHECK_OK(remat_sim_run(tg, s, &r));
+        remat_schedule_free(s);
+        CHECK(pi.total_bytes <= o.budget_bytes, "%s %s: %zu bytes in all, the budget %zu", net,
+              remat_strategy_name(o.strategy), pi.total_bytes, o.budget_bytes);
+        if (k < 2)
+            CHECK(r.overhead == 0 && pi.kept_all && pi.n_blocks == 0,
+                  "%s %s at none's total %zu: recomputes %.6f, kept_all %d, %d blocks", net,
+                  remat_strategy_name(o.strategy), o.budget_bytes, r.overhead, pi.kept_all,
+                  pi.n_blocks);
+        else
+            CHECK(!pi.kept_all && pi.n_blocks > 0, "%s %s%s%s: none's plan", net,
+                  remat_strategy_name(o.strategy), below ? " below none's peak" : "",
+                  o.authors_bound ? " (the authors' bound)" : "");
+    }
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
+
+static void test_tc_generous(void)
+{
+    tc_generous("resnet50", &(remat_zoo_opts){.batch = 32});
+    tc_generous("gpt2", &(remat_zoo_opts){.batch = 1});
+}
+
 /* The authors' approximate and exact minimum budgets (their solver;
  * ../shared/graphs/README.md). */
 static void test_authors(void)
@@ -775,6 +838,7 @@ int main(void)
     RUN_TIMED(test_remat_plan);
     RUN_TIMED(test_bound_cases);
     RUN_TIMED(test_zoo);
+    RUN_TIMED(test_tc_generous);
     RUN_TIMED(test_authors);
     RUN_TIMED(test_progress);
     return harness_end();

@@ -152,6 +152,9 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
         printf("plan             %d blocks from %lld lower sets; DP bound %s bytes\n",
                pi->n_blocks, (long long)pi->n_lower_sets,
                cli_commas(pi->dp_bound_bytes, a, sizeof a));
+    if (pi->kept_all)
+        printf("plan             `none`'s: every value the backward reads kept, nothing "
+               "recomputed (it fits, and the DP's chains recompute)\n");
     if (pi->n_blocks && pi->n_dp_sets > 0 && pi->n_dp_sets < pi->n_lower_sets)
         printf("DP sets          the chain chosen among %s of them in two stages, where the "
                "graph narrows (--coarse-pairs never: among all)\n",
@@ -218,6 +221,7 @@ static void print_json(const struct cli_model *m, const remat_sim_result *r,
     json_i64(&j, "n_lower_sets", pi->n_lower_sets);
     json_i64(&j, "n_dp_sets", pi->n_dp_sets);
     json_i64(&j, "n_blocks", pi->n_blocks);
+    json_bool(&j, "kept_all", pi->kept_all);
     json_f64(&j, "dp_within", pi->dp_within);
     json_u64(&j, "n_recomputed", n_recomputed);
     if (strat == REMAT_STRATEGY_OPTIMAL)

@@ -16,6 +16,7 @@ struct dp_result {
                             whole units (kusumoto.c) */
     int32_t n_sets;      /* the sets the chain was chosen over: ls's, or fewer where the
                             two-stage search narrowed them (kusumoto_plan_pairs) */
+    bool kept_all;       /* plan_dp: `none`'s plan in the chain's place (no blocks) */
 };
 
 /* Where the DP reports how far a pass is (remat_plan_opts.progress; fn may be NULL). */
