@@ -463,9 +463,10 @@ typedef struct remat_plan_info {
     double dp_within;               /* time-centric DPs: 0 when the chain is the least
                                        over the family; else the fraction of it that
                                        its recomputation is proven within (dp_within) */
-    bool kept_all;                  /* time-centric DPs: the plan is `none`'s (nothing
-                                       recomputed), which fits the budget and recomputes
-                                       less than the DP's chain (n_blocks 0) */
+    bool kept_all;                  /* the DPs: the plan is `none`'s (nothing
+                                       recomputed), which fits the budget and the
+                                       simulator finds better than the DP's chain
+                                       (n_blocks 0) */
 } remat_plan_info;
 
 /*

@@ -154,7 +154,7 @@ static void print_text(const struct cli_model *m, const remat_sim_result *r,
                cli_commas(pi->dp_bound_bytes, a, sizeof a));
     if (pi->kept_all)
         printf("plan             `none`'s: every value the backward reads kept, nothing "
-               "recomputed (it fits, and the DP's chains recompute)\n");
+               "recomputed (it fits, and the DP's chain is no better)\n");
     if (pi->n_blocks && pi->n_dp_sets > 0 && pi->n_dp_sets < pi->n_lower_sets)
         printf("DP sets          the chain chosen among %s of them in two stages, where the "
                "graph narrows (--coarse-pairs never: among all)\n",

@@ -14,8 +14,8 @@
 /* What plan_dp asks of each DP run. */
 struct dp_ask {
     bool mc;        /* memory-centric */
-    bool none_too;  /* time-centric, not the authors' figures: `none`'s plan where it fits
-                       and recomputes less (none_instead) */
+    bool none_too;  /* not the authors' figures: `none`'s plan where it fits and the
+                       simulator finds it better (none_instead) */
     int64_t coarse; /* kusumoto_plan's coarse_at */
     const struct dp_progress *pg;
     double within;  /* time-centric: kusumoto_plan_pairs' within (dp_within) */
@@ -426,13 +426,17 @@ static remat_status saved_bytes(const remat_tgraph *tg, const remat_allocator *a
  * with FLOP costs each block's overhead is rounded to whole units of T(V) / (8 |V|),
  * where cheap recomputation counts 0 and the tie goes to less memory). With 900 GB,
  * approx-tc recomputed 0.094 of the forward on ResNet-50 at batch 32, 0.102 on GPT-2,
- * 0.122 on BERT-base and 0.200 on GoogLeNet at batch 32. So none's plan replaces the
- * chain (c, res, *out) where it fits B and the simulator finds it better (less
- * recomputation, then the lower peak). Made once per remat_plan, and only where B
- * holds what the backward reads.
+ * 0.122 on BERT-base and 0.200 on GoogLeNet at batch 32. A memory-centric plan there
+ * can be no better than none's: approx-mc took the chain of one block (the least
+ * memory kept), which recomputed the whole forward at none's very peak. So none's plan
+ * replaces the chain (c, res, *out) where it fits B and the simulator finds it better
+ * for the DP's aim (sim_better: time-centric, less recomputation, then the lower peak;
+ * memory-centric, the lower peak, then less recomputation). Made once per remat_plan,
+ * and only where B holds what the backward reads.
  */
-static remat_status none_instead(const remat_tgraph *tg, struct dp_memo *m, size_t budget,
-                                 struct chain *c, struct dp_result *res, remat_schedule **out)
+static remat_status none_instead(const remat_tgraph *tg, struct dp_memo *m,
+                                 const struct dp_ask *q, size_t budget, struct chain *c,
+                                 struct dp_result *res, remat_schedule **out)
 {
     remat_schedule *s = NULL;
     remat_sim_result b;
@@ -453,7 +457,7 @@ static remat_status none_instead(const remat_tgraph *tg, struct dp_memo *m, size
     }
     if (!m->none || m->none_sim.activation_peak_bytes > budget)
         return REMAT_OK;
-    if (*out && ((st = remat_sim_run(tg, *out, &b)) || !sim_better(&m->none_sim, &b, false)))
+    if (*out && ((st = remat_sim_run(tg, *out, &b)) || !sim_better(&m->none_sim, &b, q->mc)))
         return st;
     if ((st = schedule_copy(m->none, &s)))
         return st;
@@ -474,7 +478,7 @@ static remat_status dp_plan_at(const remat_tgraph *tg, struct dp_memo *m, const 
 
     if (st || !q->none_too)
         return st;
-    return none_instead(tg, m, budget, c, res, out);
+    return none_instead(tg, m, q, budget, c, res, out);
 }
 
 /* The DP strategies: the graph and the lower sets built once (dp_setup), then plan (and
@@ -497,7 +501,7 @@ remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t fi
         return st;
     REMAT_ASSERT(dm);
     q.within = ask_within(o, &dm->d);
-    q.none_too = !q.mc && !o->authors_bound && !o->authors_lattice;
+    q.none_too = !o->authors_bound && !o->authors_lattice;
     info->n_lower_sets = dm->f.ls.n;
     c.block = core_calloc(dm->d.al, (size_t)dm->d.n + 1, sizeof *c.block);
     c.kept = core_calloc(dm->d.al, (size_t)dm->d.n + 1, sizeof *c.kept);
