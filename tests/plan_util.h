@@ -4,8 +4,9 @@
  * DAGs as bitsets (struct hg, up to HN nodes) with random generators and their
  * conversion to the planners' struct dag, lower sets and their M, T, boundary and
  * M(δ+(L)) + M(δ−(δ+(L)) \ L) worked out from the definitions, check_family (lsets_build
- * against an expected family), and RUN_TIMED. Each test program includes this header once; a broken fixture
- * stops the program (REMAT_ASSERT_TEST), it is not a test failure.
+ * against an expected family), and RUN_TIMED. Each test program includes this header
+ * once; a broken fixture stops the program (REMAT_ASSERT_TEST), it is not a test
+ * failure.
  *
  * Seed: REMAT_SEED (printed); each random test restarts from it (reseed), so one can be
  * rerun.
