@@ -96,6 +96,16 @@ static inline void *harness_one_thread_alloc(void *ud, void *ptr, size_t old, si
     return realloc(ptr, n);
 }
 
+/* Whether two schedules have the same steps. */
+static inline bool harness_same_steps(const remat_schedule *a, const remat_schedule *b)
+{
+    size_t n = remat_schedule_n_steps(a);
+
+    return n == remat_schedule_n_steps(b) &&
+           (n == 0 || !memcmp(remat_schedule_steps(a), remat_schedule_steps(b),
+                              n * sizeof *remat_schedule_steps(a)));
+}
+
 static inline int harness_end(void)
 {
     printf("RESULT %d %d %d\n", h_passed, h_failed, h_skipped);

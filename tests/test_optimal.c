@@ -737,16 +737,6 @@ out:
     remat_graph_free(g);
 }
 
-/* Whether two schedules have the same steps. */
-static bool same_steps(const remat_schedule *a, const remat_schedule *b)
-{
-    size_t n = remat_schedule_n_steps(a);
-
-    return n == remat_schedule_n_steps(b) &&
-           (n == 0 || !memcmp(remat_schedule_steps(a), remat_schedule_steps(b),
-                              n * sizeof *remat_schedule_steps(a)));
-}
-
 /* The same input twice gives the same plan: CBC runs on one thread with fixed seeds
  * (when it finishes within the limit: one stopped by the clock may stop elsewhere). The
  * random graphs at their smallest budget, proven optimal by branch and cut at once. */
@@ -769,7 +759,7 @@ static void test_deterministic(void)
         for (int q = 0; q < 2; q++)
             CHECK_OK(timed_plan(tg, budget, 30, &s[q], &info[q], &took));
         if (s[0] && s[1])
-            CHECK(same_steps(s[0], s[1]) && info[0].optimality_gap == info[1].optimality_gap,
+            CHECK(harness_same_steps(s[0], s[1]) && info[0].optimality_gap == info[1].optimality_gap,
                   "graph %d: two plans of the same graph differ", k);
         remat_schedule_free(s[0]);
         remat_schedule_free(s[1]);

@@ -3,7 +3,7 @@
  *
  * - core_par_run: every index runs exactly once, whatever the thread count (1, 2, more
  *   threads than jobs, none), with uneven jobs; each job's result is the one a plain
- *   loop computes.
+ *   loop computes. Called inside a job, it runs every index on that job's own thread.
  * - hybrid's sweep of DP chains runs its jobs on threads with the C library's allocator
  *   and in one thread with an allocator of the caller's: on ResNet-1001 (whose sweep
  *   runs on both the full and the thinned family of lower sets) and GPT-2 with 48
@@ -33,6 +33,7 @@
 #include "mem/pack_run.h"
 #include "plan/kusumoto.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -112,6 +113,26 @@ static void round_part(void *ctx, int k)
 
     atomic_fetch_add(&w->ran[k], 1);
     w->out[k][w->r] = work(heavy == k ? 40 : k) ^ (uint64_t)w->r;
+}
+
+/* Inside job i of two: four jobs asked on four threads, each noting its thread. */
+struct nested {
+    pthread_t outer[2], inner[2][4];
+};
+
+static void inner_job(void *ctx, int i)
+{
+    pthread_t *t = ctx;
+
+    t[i] = pthread_self();
+}
+
+static void nested_job(void *ctx, int i)
+{
+    struct nested *w = ctx;
+
+    w->outer[i] = pthread_self();
+    core_par_run(4, 4, inner_job, w->inner[i]);
 }
 
 static void team_in_job(void *ctx, int i)
@@ -196,6 +217,17 @@ static void test_team(void)
     CHECK(!in_jobs[0] && !in_jobs[1], "a team started inside core_par_run's jobs");
     core_team_stop(in_jobs[0]);
     core_team_stop(in_jobs[1]);
+    {
+        struct nested nw;
+        bool alone = true;
+
+        memset(&nw, 0, sizeof nw);
+        core_par_run(2, 2, nested_job, &nw);
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 4; k++)
+                alone = alone && pthread_equal(nw.inner[i][k], nw.outer[i]);
+        CHECK(alone, "core_par_run inside a job ran jobs on other threads");
+    }
     printf("  %d rounds on two cores\n", ROUNDS);
 }
 

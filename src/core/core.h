@@ -92,7 +92,9 @@ double core_seconds(void);
 
 /* Runs fn(ctx, i) for i in 0 .. n-1 on up to `threads` threads, the caller's among them
  * (par.c); returns when all have run. fn must touch only what job i owns: the allocator
- * is shared, so callers pass threads > 1 only with the C library's (thread-safe) one. */
+ * is shared, so callers pass threads > 1 only with the C library's (thread-safe) one.
+ * Called inside a job, it runs the jobs on the calling thread alone (the other cores
+ * are the other jobs'). */
 void core_par_run(int n, int threads, void (*fn)(void *ctx, int i), void *ctx);
 /* A job's failure handed to the thread that reads its results: the status and a copy of
  * the job thread's message (remat_errmsg is per thread). Zeroed: none. */

@@ -82,6 +82,8 @@ void core_par_run(int n, int threads, void (*fn)(void *ctx, int i), void *ctx)
 
     if (threads > PAR_MAX_THREADS)
         threads = PAR_MAX_THREADS;
+    if (par_depth > 0)
+        threads = 1; /* inside a job: the other threads have the other cores */
     if (threads > n)
         threads = n;
     /* a thread that cannot start leaves its share to the others */
