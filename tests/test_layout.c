@@ -511,23 +511,28 @@ static void test_stacked(void)
  * at least the load and at most the plain greedy's end (one of its passes) and the
  * full packer's passes' (which it runs alone); given its own end as give_up, the same
  * offsets (the cut is inclusive); given one byte less, or less than the load, it gives
- * up and leaves the offsets as they were; on one thread (its passes one at a time, not
- * two side by side) the same offsets, also on a set of lifetimes of one or two steps,
- * which it packs at the load (the pass beside the first then stops early). At most
+ * up and leaves the offsets as they were; on one thread (its passes one after another
+ * on one lane, not on two) the same offsets, also on a set of lifetimes of one or two
+ * steps, which it packs at the load (the passes after the first then stop early), and
+ * on one of long lifetimes over few steps, where a pass of the second lane ends lowest
+ * (the set that fails when the second lane's offsets are dropped). At most
  * PACK_QUICK_MIN: layout_pack's offsets whatever give_up. */
 static void test_quick(void)
 {
     enum { QN = PACK_QUICK_MIN + 3000 };
     static struct instance in[QN], again[QN], plain[QN], full[QN];
     remat_allocator one = {harness_one_thread_alloc, NULL};
-    size_t n_sets = 5, n_end, load, e2, e_full, n_at_load = 0;
+    size_t n_sets = 6, n_end, load, e2, e_full, n_at_load = 0;
 
     reseed(6);
     for (size_t s = 0; s < n_sets; s++) {
         size_t n = s != 3 ? PACK_QUICK_MIN + 1 + urand(2999) : PACK_QUICK_MIN, align = 64;
         size_t end = 0, below;
 
-        random_set(in, n, n / 4, s == 4 ? 1 : urand(2) ? 8 : 400);
+        if (s < 5)
+            random_set(in, n, n / 4, s == 4 ? 1 : urand(2) ? 8 : 400);
+        else /* long lifetimes over few steps */
+            random_set(in, n, n / 7, 2000);
         memcpy(plain, in, n * sizeof *in);
         memcpy(full, in, n * sizeof *in);
         CHECK_OK(layout_load(NULL, in, n, align, &load));

@@ -218,14 +218,15 @@ static size_t pk_fit(struct pk *p, struct occ *o, size_t i, bool first)
 
 /* Places the instances in the order ord, each at the lowest offset of the smallest gap
  * between the placed ones it overlaps that holds it (first fit: of the lowest such
- * gap), else above them: the end, or NONE once it reaches cut, or once *stop is set
- * (stop not NULL: another thread's pass met the bound). Those with fixed[i] set (fixed
- * not NULL) keep that offset. Past OCC_MIN instances that overlap OCC_VISITS others on
- * average, the bytes taken come from an occupancy tree (pack_occ.c) where that is
- * cheaper: GPT-2 of 1,000 layers' plan at the budget halfway to `none`'s peak, 55,200
- * instances overlapping 8,000 others on average. */
+ * gap), else above them: the end, or NONE once it reaches cut, or *live (live not NULL:
+ * a cut other threads' passes lower meanwhile, read every 256 placements; at or below
+ * the bound, at once). Those with fixed[i] set (fixed not NULL) keep that offset. Past
+ * OCC_MIN instances that overlap OCC_VISITS others on average, the bytes taken come
+ * from an occupancy tree (pack_occ.c) where that is cheaper: GPT-2 of 1,000 layers' plan
+ * at the budget halfway to `none`'s peak, 55,200 instances overlapping 8,000 others on
+ * average. */
 static size_t pk_pass(struct pk *p, const size_t *ord, bool first, size_t cut,
-                      const size_t *fixed, const int *stop)
+                      const size_t *fixed, const size_t *live)
 {
     size_t end = 0;
     struct occ o = {0};
@@ -235,9 +236,14 @@ static size_t pk_pass(struct pk *p, const size_t *ord, bool first, size_t cut,
     for (size_t i = 0; i < p->n; i++)
         p->off[i] = NONE;
     for (size_t k = 0; k < p->n && end < cut; k++) {
-        if (stop && (k & 255) == 0 && __atomic_load_n(stop, __ATOMIC_RELAXED)) {
-            end = cut;
-            break;
+        if (live && (k & 255) == 0) {
+            size_t c = __atomic_load_n(live, __ATOMIC_RELAXED);
+
+            cut = c < cut ? c : cut;
+            if (cut <= p->bound || end >= cut) {
+                end = cut;
+                break;
+            }
         }
         size_t i = ord[k], a = p->size[i];
 
@@ -346,41 +352,75 @@ static void pk_search(struct pk *p, size_t work)
  * least of all four, or the bound once one meets it); the offsets may differ. */
 static const size_t quick_order[N_GREEDY] = {2, 0, 1, 3};
 
-/* The quick packing's passes side by side (pk_quick): lane k runs the pass quick_order[o
- * + k] on its own offsets, order and scratch (the packer's index is shared, read only),
- * cut at the best end before the pair; lane 1 stops once lane 0's pass meets the bound
- * (lane 0's then wins: it comes first). */
+/*
+ * The quick packing's passes on two lanes (pk_quick): each lane takes the next pass of
+ * quick_order as it finishes one and runs it on its own offsets, order and scratch (the
+ * packer's index is shared, read only). The end is the sequence's: the first pass (in
+ * order) of the least end below the sweep's. So pass o is cut where it can no longer be
+ * that one: at the sweep's end, at the end of a pass before it, at a byte past the end of
+ * one after it (cut[o], lowered as passes finish). The pass that is that one is never
+ * cut, and each lane keeps the first of least end among its own. A lane takes the next
+ * pass as it frees, not the passes two at a time: GPT-2-1000's approx-tc plan at 1.2% of
+ * the way from its least total to `none`'s, whose four passes all end above the sweep's,
+ * placed 834, 16,468, 3,187 and 31,650 instances before their cuts.
+ */
 struct pk_lanes {
     struct pk *q[2];
-    size_t o, cut, end[2];
-    int stop;
+    size_t *keep[2];         /* each lane's best offsets (lane 0's: the packer's own) */
+    size_t best[2];          /* their ends (lane 0's from the sweep's) */
+    int from[2];             /* and their passes (-1: the sweep's) */
+    size_t cut[N_GREEDY];
+    int next;
 };
+
+/* *x lowered to v where v is lower, against other threads doing the same. */
+static void lower_to(size_t *x, size_t v)
+{
+    size_t cur = __atomic_load_n(x, __ATOMIC_RELAXED);
+
+    while (v < cur &&
+           !__atomic_compare_exchange_n(x, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
 
 static void lane_job(void *ctx, int k)
 {
     struct pk_lanes *l = ctx;
     struct pk *q = l->q[k];
-    const struct order *ord = &pk_orders[quick_order[l->o + (size_t)k]];
 
-    pk_order(q, ord, q->ord);
-    l->end[k] = pk_pass(q, q->ord, ord->first_fit, l->cut, NULL, k ? &l->stop : NULL);
-    if (k == 0 && l->end[0] == q->bound)
-        __atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
+    for (int o; (o = __atomic_fetch_add(&l->next, 1, __ATOMIC_RELAXED)) < N_GREEDY;) {
+        const struct order *ord = &pk_orders[quick_order[o]];
+        size_t end;
+
+        if (__atomic_load_n(&l->cut[o], __ATOMIC_RELAXED) <= q->bound)
+            continue; /* a pass before it met the bound */
+        pk_order(q, ord, q->ord);
+        end = pk_pass(q, q->ord, ord->first_fit, __atomic_load_n(&l->cut[o], __ATOMIC_RELAXED),
+                      NULL, &l->cut[o]);
+        if (end == NONE)
+            continue;
+        for (int i = 0; i < N_GREEDY; i++)
+            if (i != o)
+                lower_to(&l->cut[i], i > o ? end : end + 1);
+        if (end < l->best[k]) { /* a lane's passes come in order: a later one only lower */
+            l->best[k] = end;
+            l->from[k] = o;
+            memcpy(l->keep[k], q->off, q->n * sizeof *q->off);
+        }
+    }
 }
 
-/* Past QUICK_LANES_MIN instances, on two cores, the quick packing runs its passes two at
- * a time (GPT-2 of 1,000 layers: 65,835 instances, passes of 0.14-0.27 s each). */
+/* Past QUICK_LANES_MIN instances, on two cores, the quick packing runs its passes on two
+ * lanes (GPT-2 of 1,000 layers: 65,835 instances, passes of 0.14-0.27 s each). */
 #define QUICK_LANES_MIN 8192
 
 /* The quick packing (give_up below NONE): the greedy passes alone, each cut where it
- * reaches the best end so far or passes give_up; best stays NONE when none ends within.
- * Two at a time the same offsets come out: a pass is kept only below the best end of
- * those before it, and one that the pass before would have cut ends at or above that
- * end (ends only grow), as does one after a pass that meets the bound. */
+ * can no longer end lowest (pk_lanes) or passes give_up; best stays NONE when none ends
+ * within. On two lanes the same offsets come out as on one. */
 static void pk_quick(struct pk *p, size_t give_up)
 {
     struct pk q2 = *p;
-    struct pk_lanes l = {{p, &q2}, 0, 0, {0, 0}, 0};
+    struct pk_lanes l = {{p, &q2}, {p->best_off, NULL}, {NONE, NONE}, {-1, -1}, {0}, 0};
     size_t n = p->n, bytes = 0;
     void *scratch = NULL;
     int lanes = 1;
@@ -392,29 +432,30 @@ static void pk_quick(struct pk *p, size_t give_up)
         return;
     }
     if (n >= QUICK_LANES_MIN && core_par_threads_with(p->al) > 1 &&
-        (scratch = core_alloc(p->al, bytes = n * (3 * sizeof(size_t) + 2 * sizeof(struct span) +
+        (scratch = core_alloc(p->al, bytes = n * (4 * sizeof(size_t) + 2 * sizeof(struct span) +
                                                   sizeof(struct key)) + 2 * sizeof(size_t)))) {
         q2.off = scratch;
         q2.ord = q2.off + n;
         q2.cnt = q2.ord + n; /* n + 2 */
-        q2.conf = (struct span *)(q2.cnt + n + 2);
+        l.keep[1] = q2.cnt + n + 2;
+        q2.conf = (struct span *)(l.keep[1] + n);
         q2.keys = (struct key *)(q2.conf + 2 * n);
         lanes = 2;
     }
     pk_sweep(p, give_up + 1);
-    for (size_t o = 0; o < N_GREEDY && p->best > p->bound; o += (size_t)lanes) {
-        int k_n = o + 1 < N_GREEDY ? lanes : 1;
-
-        l.o = o;
-        l.cut = p->best != NONE ? p->best : give_up + 1;
-        l.stop = 0;
-        core_par_run(k_n, k_n, lane_job, &l);
-        for (int k = 0; k < k_n && p->best > p->bound; k++)
-            if (l.end[k] < p->best) {
-                p->best = l.end[k];
-                memcpy(p->best_off, l.q[k]->off, n * sizeof *p->off);
-            }
+    l.best[0] = p->best;
+    for (int o = 0; o < N_GREEDY; o++)
+        l.cut[o] = p->best != NONE ? p->best : give_up + 1;
+    if (p->best > p->bound)
+        core_par_run(lanes, lanes, lane_job, &l);
+    /* lane 0 wrote the packer's own best offsets; lane 1's first of least end wins ties
+     * only with a pass before lane 0's */
+    if (lanes == 2 &&
+        (l.best[1] < l.best[0] || (l.best[1] == l.best[0] && l.from[1] < l.from[0]))) {
+        l.best[0] = l.best[1];
+        memcpy(p->best_off, l.keep[1], n * sizeof *p->off);
     }
+    p->best = l.best[0];
     core_free(p->al, scratch, bytes);
 }
 
