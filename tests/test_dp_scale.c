@@ -661,35 +661,45 @@ static void test_model_room(void)
 }
 
 /*
- * Past the authors' family's least budget, where the model's family plans, the two
- * families' plans are made side by side on two cores (plan_dp.c, fam_pair) and one after
- * the other on one (a caller's allocator: core_par_threads_with): the same plan either
- * way. GPT-2 of 48 layers: approx-tc at 6% and 10% of the way from the least total to
- * `none`'s (the model's plan recomputes less: 0.503 and 0.384 against 0.612 and 0.492),
- * approx-mc at 6% (the authors' family's plan peaks lower: 0.52 GB against 0.75) and
- * exact-tc at 10%.
+ * Where one family's plan follows another's at a budget (past the authors' family's
+ * least budget, where the model's family plans; past 1.1 times it, the model's family
+ * after the authors' where that plan leaves room), the two are made side by side on two
+ * cores (plan_dp.c, fam_pair; where the first plan leaves no room, it stops the second)
+ * and one after the other on one (a caller's allocator: core_par_threads_with): the same
+ * plan either way. GPT-2 of 48 layers at fractions of the way from approx-tc's least
+ * total to `none`'s: approx-tc at 6% and 10% (the model's plan recomputes less: 0.503
+ * and 0.384 against 0.612 and 0.492), approx-mc at 6% (the authors' family's plan peaks
+ * lower: 0.52 GB against 0.75), exact-tc at 10%, approx-tc at 20% (room: the model's
+ * plan, 0.209 against 0.286) and exact-tc at 15% (room, the model's plan). ResNet-1001
+ * at 20% and 30% (no room: the model's plan stopped).
  */
-static void test_families_side_by_side(void)
-{
-    static const struct {
-        remat_strategy s;
-        double at;
-    } cases[] = {{REMAT_STRATEGY_APPROX_TC, 0.06}, {REMAT_STRATEGY_APPROX_TC, 0.1},
-                 {REMAT_STRATEGY_APPROX_MC, 0.06}, {REMAT_STRATEGY_EXACT_TC, 0.1}};
-    remat_allocator one = {harness_one_thread_alloc, NULL};
-    remat_zoo_opts zo = {.batch = 1, .layers = 48};
-    remat_plan_info least, all;
-    remat_sim_result rl;
-    remat_graph *g = NULL, *g1 = NULL;
-    remat_tgraph *tg = gpt2_ends(48, &g, &least, &rl, &all), *tg1 = NULL;
+struct side_case {
+    remat_strategy s;
+    double at;
+};
 
-    if (!tg)
-        goto out;
-    CHECK_OK(remat_zoo_build("gpt2", &zo, &one, &g1));
-    CHECK_OK(remat_tgraph_from_graph(g1, NULL, &tg1));
-    if (!tg1)
-        goto out;
-    for (size_t k = 0; k < REMAT_ARRAY_LEN(cases); k++) {
+static void side_by_side(const char *model, int layers, const struct side_case *cases, size_t n)
+{
+    remat_allocator one = {harness_one_thread_alloc, NULL};
+    remat_zoo_opts zo = {.batch = 1, .layers = layers};
+    remat_plan_opts lo = {.strategy = REMAT_STRATEGY_APPROX_TC, .budget_min = true};
+    remat_plan_opts none = {.strategy = REMAT_STRATEGY_NONE};
+    remat_plan_info least, all;
+    remat_schedule *s0 = NULL;
+    remat_graph *g[2] = {NULL, NULL};
+    remat_tgraph *tg[2] = {NULL, NULL};
+
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(remat_zoo_build(model, &zo, k ? &one : NULL, &g[k]));
+        CHECK_OK(remat_tgraph_from_graph(g[k], NULL, &tg[k]));
+        if (!tg[k])
+            goto out;
+    }
+    CHECK_OK(remat_plan(tg[0], &lo, &s0, &least));
+    remat_schedule_free(s0);
+    s0 = NULL;
+    CHECK_OK(remat_plan(tg[0], &none, &s0, &all));
+    for (size_t k = 0; k < n; k++) {
         remat_plan_opts o = {.strategy = cases[k].s};
         remat_schedule *s[2] = {NULL, NULL};
         remat_plan_info pi[2];
@@ -697,28 +707,44 @@ static void test_families_side_by_side(void)
 
         o.budget_bytes = least.budget_bytes +
                          (size_t)(cases[k].at * (double)(all.total_bytes - least.budget_bytes));
-        CHECK_OK(remat_plan(tg, &o, &s[0], &pi[0]));
-        CHECK_OK(remat_plan(tg1, &o, &s[1], &pi[1]));
-        if (s[0] && s[1] && !remat_sim_run(tg, s[0], &r[0]) && !remat_sim_run(tg1, s[1], &r[1])) {
-            printf("  %s at %.0f%%: peak %zu, overhead %.6f\n",
+        for (int q = 0; q < 2; q++)
+            CHECK_OK(remat_plan(tg[q], &o, &s[q], &pi[q]));
+        if (s[0] && s[1] && !remat_sim_run(tg[0], s[0], &r[0]) &&
+            !remat_sim_run(tg[1], s[1], &r[1])) {
+            printf("  %s, %s at %.0f%%: peak %zu, overhead %.6f\n", model,
                    remat_strategy_name(cases[k].s), 100 * cases[k].at,
                    r[0].activation_peak_bytes, r[0].overhead);
             CHECK(harness_same_steps(s[0], s[1]) && pi[0].total_bytes == pi[1].total_bytes &&
                       pi[0].n_dp_sets == pi[1].n_dp_sets,
-                  "%s at %zu bytes: two cores %zu steps, peak %zu, overhead %.6f, %lld sets; "
-                  "one core %zu steps, %zu, %.6f, %lld", remat_strategy_name(cases[k].s),
-                  o.budget_bytes, remat_schedule_n_steps(s[0]), r[0].activation_peak_bytes,
-                  r[0].overhead, (long long)pi[0].n_dp_sets, remat_schedule_n_steps(s[1]),
+                  "%s, %s at %zu bytes: two cores %zu steps, peak %zu, overhead %.6f, %lld "
+                  "sets; one core %zu steps, %zu, %.6f, %lld", model,
+                  remat_strategy_name(cases[k].s), o.budget_bytes,
+                  remat_schedule_n_steps(s[0]), r[0].activation_peak_bytes, r[0].overhead,
+                  (long long)pi[0].n_dp_sets, remat_schedule_n_steps(s[1]),
                   r[1].activation_peak_bytes, r[1].overhead, (long long)pi[1].n_dp_sets);
         }
         remat_schedule_free(s[0]);
         remat_schedule_free(s[1]);
     }
 out:
-    remat_tgraph_free(tg);
-    remat_tgraph_free(tg1);
-    remat_graph_free(g);
-    remat_graph_free(g1);
+    remat_schedule_free(s0);
+    for (int k = 0; k < 2; k++) {
+        remat_tgraph_free(tg[k]);
+        remat_graph_free(g[k]);
+    }
+}
+
+static void test_families_side_by_side(void)
+{
+    static const struct side_case gpt[] = {
+        {REMAT_STRATEGY_APPROX_TC, 0.06}, {REMAT_STRATEGY_APPROX_TC, 0.1},
+        {REMAT_STRATEGY_APPROX_MC, 0.06}, {REMAT_STRATEGY_EXACT_TC, 0.1},
+        {REMAT_STRATEGY_APPROX_TC, 0.2},  {REMAT_STRATEGY_EXACT_TC, 0.15}};
+    static const struct side_case resnet[] = {{REMAT_STRATEGY_APPROX_TC, 0.2},
+                                              {REMAT_STRATEGY_APPROX_TC, 0.3}};
+
+    side_by_side("gpt2", 48, gpt, REMAT_ARRAY_LEN(gpt));
+    side_by_side("resnet1001", 0, resnet, REMAT_ARRAY_LEN(resnet));
 }
 
 static void test_model_past_limit(void)

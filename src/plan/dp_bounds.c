@@ -34,6 +34,7 @@ struct keep_part {
     struct dp_pairs *pc;
     int32_t j0[2], j1[2];
     size_t base[2], n[2]; /* where each part starts, and the pairs it kept */
+    bool stopped[2];      /* dp_stopped before its last row */
 };
 
 static void keep_job(void *ctx, int k)
@@ -47,6 +48,10 @@ static void keep_job(void *ctx, int k)
         struct dp_pair q;
         size_t c;
 
+        if (dp_stopped(w->p->pg)) {
+            w->stopped[k] = true;
+            break;
+        }
         pc->at[j] = n;
         for (pairs_begin(w->p, j, false, &it); pairs_next(w->p, &it, &q.i, &q.dt, &q.dm, &c);) {
             if (pc->c)
@@ -59,16 +64,17 @@ static void keep_job(void *ctx, int k)
 }
 
 /* Keeps the usable pairs of the run's budget (runs at smaller budgets filter them), when
- * they number at most DP_PAIRS_MAX; false only when out of memory. On two cores (the
- * authors' model: the simulator's writes its scratch) the rows are split where half the
- * pairs visited lie on each side, the second half written from its first row's bound on
- * (the room between the halves is never touched). GPT-2 of 1,000 layers at its least
- * budget: 5.9 10^6 pairs. */
+ * they number at most DP_PAIRS_MAX; false when out of memory or stopped (dp_stopped:
+ * old's pairs, taken over, are then gone too). On two cores (the authors' model: the
+ * simulator's writes its scratch) the rows are split where half the pairs visited lie
+ * on each side, the second half written from its first row's bound on (the room
+ * between the halves is never touched). GPT-2 of 1,000 layers at its least budget: 5.9
+ * 10^6 pairs. */
 static bool keep_pairs(struct dp *p, struct dp_pairs *old)
 {
     int64_t n = dp_run_pairs(p), half = 0;
     struct dp_pairs pc = {0};
-    struct keep_part w = {p, &pc, {1, 1}, {p->ls->n, p->ls->n}, {0, 0}, {0, 0}};
+    struct keep_part w = {p, &pc, {1, 1}, {p->ls->n, p->ls->n}, {0, 0}, {0, 0}, {0, 0}};
     int parts = core_par_threads_with(p->al) > 1 && !p->ls->sim ? 2 : 1;
 
     if (p->pc.p || n > DP_PAIRS_MAX)
@@ -88,6 +94,10 @@ static bool keep_pairs(struct dp *p, struct dp_pairs *old)
         w.base[1] = (size_t)half;
     }
     core_par_run(parts, parts, keep_job, &w);
+    if (w.stopped[0] || w.stopped[1]) { /* old went into pc: neither holds pairs now */
+        dp_pairs_fini(&pc);
+        return false;
+    }
     pc.n = w.n[0] + w.n[1];
     pc.budget = p->budget;
     p->pc = pc;

@@ -444,7 +444,7 @@ static remat_status get_bases(const remat_tgraph *tg, const remat_plan_opts *o,
     if (!(*b = core_calloc(tgraph_al(tg), 1, sizeof **b)))
         return REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory planning");
     (*b)->al = tgraph_al(tg);
-    (*b)->pg = (struct dp_progress){o->progress, o->progress_ud};
+    (*b)->pg = (struct dp_progress){o->progress, o->progress_ud, NULL};
     if ((st = make_bases(tg, *b))) {
         drop_bases(*b);
         *b = NULL;

@@ -501,6 +501,8 @@ static remat_status run_sets(struct run *r)
         bool none = !p->rec && live[j] == live[first_start(p, j)];
 
         report(p, j, n);
+        if (dp_stopped(p->pg))
+            return REMAT_FAIL(REMAT_ERR_INFEASIBLE, "the DP's run was stopped");
         a->one = (struct point){SIZE_MAX, INT32_MAX, -1};
         a->any = false;
         a->t_lo = INT32_MAX;

@@ -19,11 +19,20 @@ struct dp_result {
     bool kept_all;       /* plan_dp: `none`'s plan in the chain's place (no blocks) */
 };
 
-/* Where the DP reports how far a pass is (remat_plan_opts.progress; fn may be NULL). */
+/* Where the DP reports how far a pass is (remat_plan_opts.progress; fn may be NULL),
+ * and, with stop not NULL, hears from another thread that its plan is no longer wanted:
+ * once *stop is set, a run ends at its next set, and the pairs being kept at their next
+ * row, the plan failing (dp_stopped). */
 struct dp_progress {
     void (*fn)(void *ud, const char *stage, double done);
     void *ud;
+    const int *stop;
 };
+
+static inline bool dp_stopped(const struct dp_progress *pg)
+{
+    return pg && pg->stop && __atomic_load_n(pg->stop, __ATOMIC_RELAXED);
+}
 
 /* By default kusumoto_plan restricts the pairs from coarse to fine (dp_coarse.h) on
  * families of more than DP_COARSE_MIN_SETS sets when the pairs within the budget's

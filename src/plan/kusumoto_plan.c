@@ -196,7 +196,8 @@ static remat_status plan_chain(const struct dag *d, const struct lsets *ls, bool
     } else if (!p.co && !memory_centric
                && dp_run_pairs(&p) >= (ls->sim ? KEEP_FIRST_SIM : KEEP_FIRST_PAIRS)) {
         if (!dp_keep_pairs_in(&p, pairs)) {
-            st = REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
+            st = dp_stopped(pg) ? REMAT_FAIL(REMAT_ERR_INFEASIBLE, "the DP's run was stopped")
+                                : REMAT_FAIL(REMAT_ERR_NOMEM, "out of memory in the lower-set DP");
             goto out;
         }
         grown = pairs && !pairs->p; /* the caller's after (in its memory where it had some) */

@@ -370,13 +370,17 @@ out:
 }
 
 /* Both families' plans at one budget, side by side (fam_pair): job k plans fam[k] with
- * ask[k] and simulates the plan. */
+ * ask[k] and simulates the plan; with room, job 0 stops job 1 (stop, through ask[1]'s
+ * progress) where its own plan leaves no room below the budget (fam_instead). */
 struct fam_jobs {
     const remat_tgraph *tg;
     const struct dag *d;
     struct dp_fam *fam[2];
     struct dp_ask ask[2];
+    struct dp_progress quiet; /* job 1's: no reports, and the stop */
     size_t budget;
+    bool room;
+    int stop;
     struct chain c[2];
     struct dp_result res[2];
     remat_schedule *s[2];
@@ -392,31 +396,45 @@ static void fam_job(void *ctx, int k)
 
     if (!st && w->res[k].feasible)
         st = remat_sim_run(w->tg, w->s[k], &w->sim[k]);
+    if (k == 0 && w->room &&
+        (st || !w->res[0].feasible ||
+         w->sim[0].activation_peak_bytes >= w->budget - w->budget / DP_SIM_ROOM_SHARE))
+        __atomic_store_n(&w->stop, 1, __ATOMIC_RELAXED);
     core_job_err_note(&w->err[k], st);
 }
 
 /*
- * sm's plan at B and f's, each on a core of its own, where dp_chain_at would plan f's
- * after sm's: f's where sm finds no chain or the simulator finds f's better, else sm's
- * (c, res, *out), as planned in turn. A run gains little from the second core (whole
- * plans with both cores, then with one: approx-tc on GPT-2 of 1,000 layers at 3% and 10%
- * of the way from its least total to `none`'s, 1.28 and 0.44 s against 1.40 and 0.57;
- * ResNet-2498 at 3%, 1.08 against 1.11), so the two runs side by side save most of the
- * shorter one: ResNet-2498 at 3% 1.05 -> 0.75 s, GPT-2-1000 at 1.2% 1.88 -> 1.54 s, the
- * same plans. Only job 0 reports progress (the two would interleave); inside a job the
- * run's own parallel parts run on its one core (core_par_run, the team).
+ * Two families' plans at B, each on a core of its own, where dp_chain_at would plan one
+ * after the other: without room, sm's and f's (f's where sm finds no chain or the
+ * simulator finds f's better, else sm's); with room, f's and sm's, sm's only where f's
+ * plan leaves room (fam_instead) and the simulator finds sm's better, job 0 stopping
+ * sm's run where it does not. Into c, res, *out: the choice of the two in turn. A run
+ * gains little from the second core (whole plans with both cores, then with one:
+ * approx-tc on GPT-2 of 1,000 layers at 3% and 10% of the way from its least total to
+ * `none`'s, 1.28 and 0.44 s against 1.40 and 0.57; ResNet-2498 at 3%, 1.08 against
+ * 1.11), so the two runs side by side save most of the shorter one, the same plans:
+ * without room, ResNet-2498 at 3% 1.05 -> 0.75 s, GPT-2-1000 at 1.2% 1.88 -> 1.54 s;
+ * with room, GPT-2-1000 at 1.6%, 2% and 3% 1.27, 0.83, 1.32 -> 0.91, 0.66, 0.81 s. Where
+ * f's plan leaves no room (the ResNets past 1.1 times the authors' least budget) the
+ * plan is f's run on one core and a stopped one beside it: ResNet-1001 at 20% and 30%
+ * 0.13, 0.38 -> 0.17, 0.47 s; unstopped, sm's runs would take 0.6-0.8 s there, and
+ * ResNet-2498's up to 1.4 s. Only job 0 reports progress (the two would interleave);
+ * inside a job the run's own parallel parts run on its one core (core_par_run, the
+ * team).
  */
 static remat_status fam_pair(const remat_tgraph *tg, struct dp_memo *m, const struct dp_ask *q,
-                             size_t budget, struct chain *c, struct dp_result *res,
+                             size_t budget, bool room, struct chain *c, struct dp_result *res,
                              remat_schedule **out)
 {
     size_t n = (size_t)m->d.n + 1;
-    struct fam_jobs w = {.tg = tg, .d = &m->d, .fam = {&m->sm, &m->f}, .ask = {*q, *q},
-                         .budget = budget};
-    bool f_wins;
+    struct fam_jobs w = {.tg = tg, .d = &m->d, .ask = {*q, *q}, .budget = budget, .room = room};
+    bool second;
     remat_status st, st1;
 
-    w.ask[1].pg = NULL;
+    w.fam[0] = room ? &m->f : &m->sm;
+    w.fam[1] = room ? &m->sm : &m->f;
+    w.quiet.stop = &w.stop;
+    w.ask[1].pg = &w.quiet;
     w.c[0] = *c;
     w.c[1] = (struct chain){0, core_calloc(m->d.al, n, sizeof *c->block),
                             core_calloc(m->d.al, n, sizeof *c->kept)};
@@ -426,16 +444,18 @@ static remat_status fam_pair(const remat_tgraph *tg, struct dp_memo *m, const st
     }
     core_par_run(2, 2, fam_job, &w);
     st = core_job_err_raise(&w.err[0]);
+    if (w.stop) /* its plan not wanted, and perhaps stopped */
+        core_job_err_clear(&w.err[1]);
     st1 = core_job_err_raise(&w.err[1]);
     if (st || (st = st1))
         goto out;
     c->n_blocks = w.c[0].n_blocks;
-    f_wins = w.res[1].feasible &&
+    second = !w.stop && w.res[1].feasible &&
              (!w.res[0].feasible || sim_better(&w.sim[1], &w.sim[0], q->mc));
-    *res = w.res[f_wins];
-    *out = w.s[f_wins];
-    w.s[f_wins] = NULL;
-    if (f_wins) {
+    *res = w.res[second];
+    *out = w.s[second];
+    w.s[second] = NULL;
+    if (second) {
         c->n_blocks = w.c[1].n_blocks;
         memcpy(c->block, w.c[1].block, sizeof *c->block * n);
         memcpy(c->kept, w.c[1].kept, sizeof *c->kept * n);
@@ -450,21 +470,23 @@ out:
 
 /* The DP's chain at budget B over the family of B (fam_at), or over f where that finds
  * none (and f's where the simulator finds it better: every budget for the exact
- * strategies, from f's least budget for the approximate ones, both planned side by side
- * where there are two cores (fam_pair); sm's after f's where fam_at says so); lowered
- * (*out stays NULL when infeasible). */
+ * strategies, from f's least budget for the approximate ones; sm's after f's where
+ * fam_at says so; each pair planned side by side where there are two cores, fam_pair);
+ * lowered (*out stays NULL when infeasible). */
 static remat_status dp_chain_at(const remat_tgraph *tg, struct dp_memo *m,
                                 const struct dp_ask *q, size_t budget, struct chain *c,
                                 struct dp_result *res, remat_schedule **out)
 {
     struct dp_fam *fam;
-    bool past = m->exact, then;
+    bool past = m->exact, then, two = core_par_threads_with(m->d.al) > 1;
     remat_status st;
 
     *out = NULL;
     if ((st = fam_at(m, q->pg, budget, &fam, &then)))
         return st;
     if (fam == &m->f) {
+        if (then && !q->mc && two)
+            return fam_pair(tg, m, q, budget, true, c, res, out);
         if ((st = plan_dp_at(tg, &m->d, &fam->ls, &fam->pc, q, budget, c, res, out)))
             return st;
         return then && !q->mc && res->feasible
@@ -472,8 +494,8 @@ static remat_status dp_chain_at(const remat_tgraph *tg, struct dp_memo *m,
     }
     if (!past && (st = f_passed(m, q->pg, budget, false, &past)))
         return st;
-    if (past && core_par_threads_with(m->d.al) > 1)
-        return fam_pair(tg, m, q, budget, c, res, out);
+    if (past && two)
+        return fam_pair(tg, m, q, budget, false, c, res, out);
     if ((st = plan_dp_at(tg, &m->d, &fam->ls, &fam->pc, q, budget, c, res, out)))
         return st;
     if (!res->feasible)
@@ -576,7 +598,7 @@ remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t fi
     struct dp_memo *dm = NULL;
     struct chain c = {0, NULL, NULL};
     struct dp_result res;
-    struct dp_progress pg = {o->progress, o->progress_ud};
+    struct dp_progress pg = {o->progress, o->progress_ud, NULL};
     struct dp_ask q = {o->strategy == REMAT_STRATEGY_APPROX_MC ||
                            o->strategy == REMAT_STRATEGY_EXACT_MC,
                        false, o->coarse_pairs < 0 ? INT64_MAX : o->coarse_pairs, &pg, 0};
