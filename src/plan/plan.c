@@ -442,10 +442,12 @@ static remat_status plan_least(const struct planning *p, size_t *B, remat_schedu
  * The plan whose packed arena and resident bytes fit the total budget B: the strategy
  * plans at an activation budget a, first B minus the resident bytes and the kernels'
  * reserve; a packed result above B lowers a by the excess, and when its simulated
- * peak is the last packed result's, lowers that peak by the excess (a below a plan's
- * peak is what changes the plan: GPT-2-1000's approx-tc plan at 0.5% of the way from
- * its least budget to `none`'s, 2.7 MB below a and packed 59 KB above B, came back for
- * 40 attempts, after which the least plan was taken, overhead 0.931 in 3.7 s); a
+ * peak is the last packed result's, or a less the excess still holds that peak, lowers
+ * the peak by the excess (a below a plan's peak is what changes the plan: GPT-2-1000's
+ * approx-tc plan at 0.5% of the way from its least budget to `none`'s, 2.7 MB below a
+ * and packed 59 KB above B, came back for 40 attempts, after which the least plan was
+ * taken, overhead 0.931 in 3.7 s; at 1% and 1.4% it came back once, 0.24 s, before the
+ * peak was lowered); a
  * strategy that cannot plan at a raises it to what it needs (else bisection between
  * the two, at most 40 attempts). Last, the strategy's least-peak plan with each step's
  * least scratch, which fits every budget from its own total up: so the total budget min
@@ -471,12 +473,13 @@ static remat_status plan_fit(const struct planning *p, size_t B, remat_schedule 
             next = info->activation_budget_bytes;
             if (next <= lo || next >= hi)
                 next = lo + (hi - lo) / 2;
-        } else { /* packed, it passes B: the excess off a, or off a peak seen before */
+        } else { /* packed, it passes B: the excess off a, or off the peak where that
+                    is seen again or a less the excess still holds it */
             hi = a;
             remat_schedule_free(*out);
             *out = NULL;
             over = info->total_bytes - B;
-            from = peak == last_peak && peak < a ? peak : a;
+            from = peak < a && (peak == last_peak || a - over >= peak) ? peak : a;
             last_peak = peak;
             next = over < from ? from - over : 0;
             if (next <= lo)
