@@ -447,11 +447,10 @@ static remat_status plan_least(const struct planning *p, size_t *B, remat_schedu
  * approx-tc plan at 0.5% of the way from its least budget to `none`'s, 2.7 MB below a
  * and packed 59 KB above B, came back for 40 attempts, after which the least plan was
  * taken, overhead 0.931 in 3.7 s; at 1% and 1.4% it came back once, 0.24 s, before the
- * peak was lowered); a
- * strategy that cannot plan at a raises it to what it needs (else bisection between
- * the two, at most 40 attempts). Last, the strategy's least-peak plan with each step's
- * least scratch, which fits every budget from its own total up: so the total budget min
- * reports is one this accepts.
+ * peak was lowered); a strategy that cannot plan at a raises it to what it needs (else
+ * bisection between the two, at most 40 attempts). Last, the strategy's least-peak plan
+ * with each step's least scratch, which fits every budget from its own total up: so the
+ * total budget min reports is one this accepts.
  */
 static remat_status plan_fit(const struct planning *p, size_t B, remat_schedule **out,
                              remat_plan_info *info)
