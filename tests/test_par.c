@@ -21,6 +21,11 @@
  *   (thirds) and one on one core (halves): on the same two graphs, and on ResNet-2498,
  *   both find the same budget (the allocator of the caller's makes it serial), at which
  *   the memory-centric DP finds a chain, and a byte below which it finds none.
+ * - A DP run told to stop (dp_progress.stop, set beforehand): on GPT-2 with 48 layers'
+ *   family judged by the simulator's model, a time-centric plan whose pairs are kept,
+ *   over pairs kept at a smaller budget (taken over, then dropped: none kept after), and
+ *   a memory-centric one (no pairs kept: its first run stops) fail; then a plan over the
+ *   dropped pairs is the chain a plan from nothing finds, block for block.
  * - The packer's splits (pack_split.c), whose searches are worked out beforehand as jobs
  *   with the C library's allocator and as the splits meet them with the caller's: on the
  *   instances of hybrid's least-budget plans of DenseNet-121 and ResNet-152, where the
@@ -31,6 +36,7 @@
 #include "core/core.h"
 #include "mem/layout.h"
 #include "mem/pack_run.h"
+#include "plan/dp_sim.h"
 #include "plan/kusumoto.h"
 
 #include <pthread.h>
@@ -343,6 +349,68 @@ static void test_min_budget_threads(void)
     }
 }
 
+/* Whether two chains over d have the same blocks, kept nodes and overhead. */
+static bool same_chain(const struct dag *d, const struct chain *a, const struct dp_result *ra,
+                       const struct chain *b, const struct dp_result *rb)
+{
+    return ra->feasible && rb->feasible && a->n_blocks == b->n_blocks &&
+           ra->overhead == rb->overhead &&
+           !memcmp(a->block, b->block, sizeof *a->block * (size_t)d->n) &&
+           !memcmp(a->kept, b->kept, sizeof *a->kept * (size_t)d->n);
+}
+
+static void test_dp_stop(void)
+{
+    remat_zoo_opts zo = {.batch = 1, .layers = 48};
+    remat_graph *g = NULL;
+    remat_tgraph *tg = NULL;
+    struct dag d;
+    struct lsets ls = {0};
+    struct chain c[3];
+    struct dp_result r[3];
+    struct dp_pairs pc = {0};
+    int stop = 1;
+    struct dp_progress pg = {NULL, NULL, &stop};
+    size_t b[2];
+
+    REMAT_ASSERT_TEST(!remat_zoo_build("gpt2", &zo, NULL, &g) &&
+                      !remat_tgraph_from_graph(g, NULL, &tg) && !dag_build(tg, &d) &&
+                      !lsets_build(&d, LS_APPROX, NULL, 0, &ls) &&
+                      !dp_sim_new(tg, &d, &ls, &ls.sim));
+    for (int k = 0; k < 3; k++) {
+        c[k].block = calloc((size_t)d.n + 1, sizeof *c[k].block);
+        c[k].kept = calloc((size_t)d.n + 1, sizeof *c[k].kept);
+        REMAT_ASSERT_TEST(c[k].block && c[k].kept);
+    }
+    b[0] = ls.m[ls.n - 1] / 8;
+    b[1] = ls.m[ls.n - 1] / 4;
+    CHECK_OK(kusumoto_plan_pairs(&d, &ls, false, b[0], INT64_MAX, NULL, &pc, 0, &c[0], &r[0]));
+    CHECK(r[0].feasible && pc.p, "at %zu: feasible %d, pairs kept %d", b[0], r[0].feasible,
+          pc.p != NULL);
+    CHECK(kusumoto_plan_pairs(&d, &ls, false, b[1], INT64_MAX, &pg, &pc, 0, &c[1], &r[1]) &&
+              !pc.p,
+          "stopped at %zu: %s, pairs kept %d", b[1], remat_errmsg(), pc.p != NULL);
+    CHECK(kusumoto_plan_pairs(&d, &ls, true, b[1], INT64_MAX, &pg, NULL, 0, &c[1], &r[1]) ==
+              REMAT_ERR_INFEASIBLE,
+          "memory-centric, stopped at %zu: %s", b[1], remat_errmsg());
+    CHECK_OK(kusumoto_plan_pairs(&d, &ls, false, b[1], INT64_MAX, NULL, &pc, 0, &c[1], &r[1]));
+    CHECK_OK(kusumoto_plan(&d, &ls, false, b[1], INT64_MAX, NULL, &c[2], &r[2]));
+    CHECK(same_chain(&d, &c[1], &r[1], &c[2], &r[2]), "at %zu after the stop: %d blocks, "
+          "overhead %.6f; from nothing %d, %.6f", b[1], c[1].n_blocks, r[1].overhead,
+          c[2].n_blocks, r[2].overhead);
+    printf("  stopped at %zu bytes; then %d blocks, overhead %.6f\n", b[1], c[1].n_blocks,
+           r[1].overhead);
+    for (int k = 0; k < 3; k++) {
+        free(c[k].block);
+        free(c[k].kept);
+    }
+    dp_pairs_fini(&pc);
+    dp_sim_free(ls.sim);
+    lsets_fini(&ls);
+    dag_fini(&d);
+    remat_tgraph_free(tg);
+    remat_graph_free(g);
+}
 static void test_pack_threads(void)
 {
     static const char *nets[] = {"densenet121", "resnet152"};
@@ -394,6 +462,7 @@ int main(void)
     RUN(test_team);
     RUN(test_hybrid_threads);
     RUN(test_min_budget_threads);
+    RUN(test_dp_stop);
     RUN(test_pack_threads);
     return harness_end();
 }

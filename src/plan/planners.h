@@ -88,6 +88,12 @@ remat_status plan_dp(const remat_tgraph *tg, const remat_plan_opts *o, size_t fi
                      size_t *budget, remat_schedule **out, remat_plan_info *info,
                      struct plan_memo *memo);
 
+/* Tests only (not thread-safe): how the DP strategies guess whether a plan of the
+ * authors' family leaves room for the model's beside it (plan_dp.c, room_likely): 0 the
+ * default, 1 always (so that where no room is left the model's run is stopped), -1
+ * never. The plan is the same either way. */
+void plan_dp_set_room_guess(int guess);
+
 /* The keep / recompute / offload planner (hybrid.c): see docs/planners.md. memo may be
  * NULL (nothing kept). */
 remat_status plan_hybrid(const remat_tgraph *tg, const remat_plan_opts *o, size_t *budget,
