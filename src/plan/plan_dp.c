@@ -416,12 +416,12 @@ static void fam_job(void *ctx, int k)
  * 1.11), so the two runs side by side save most of the shorter one, the same plans:
  * without room, ResNet-2498 at 3% 1.05 -> 0.75 s, GPT-2-1000 at 1.2% 1.88 -> 1.54 s;
  * with room, GPT-2-1000 at 1.6%, 2% and 3% 1.27, 0.83, 1.32 -> 0.91, 0.66, 0.81 s. Where
- * f's plan leaves no room (the ResNets past 1.1 times the authors' least budget) the
- * plan is f's run on one core and a stopped one beside it: ResNet-1001 at 20% and 30%
- * 0.13, 0.38 -> 0.17, 0.47 s; unstopped, sm's runs would take 0.6-0.8 s there, and
- * ResNet-2498's up to 1.4 s. Only job 0 reports progress (the two would interleave);
- * inside a job the run's own parallel parts run on its one core (core_par_run, the
- * team).
+ * f's plan leaves no room, the plan is f's run on one core and a stopped one beside it
+ * (ResNet-1001 at 20% and 30%, side by side: 0.13, 0.38 -> 0.17, 0.47 s; unstopped,
+ * sm's runs would take 0.6-0.8 s there, and ResNet-2498's up to 1.4 s), so dp_chain_at
+ * plans these side by side only where room_likely guesses room. Only job 0 reports
+ * progress (the two would interleave); inside a job the run's own parallel parts run
+ * on its one core (core_par_run, the team).
  */
 static remat_status fam_pair(const remat_tgraph *tg, struct dp_memo *m, const struct dp_ask *q,
                              size_t budget, bool room, struct chain *c, struct dp_result *res,
