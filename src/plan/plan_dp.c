@@ -469,6 +469,13 @@ out:
     return st;
 }
 
+static int room_guess; /* plan_dp_set_room_guess' */
+
+void plan_dp_set_room_guess(int guess)
+{
+    room_guess = guess;
+}
+
 /*
  * Whether f's plan at B is likely to leave room (fam_instead), so that sm's is planned
  * beside it (fam_pair) rather than after it where it does: the largest value passes
@@ -481,13 +488,6 @@ out:
  * 1.6% to 3% run side by side (room), from 4% one after the other (none), and the
  * ResNets' largest values (a few MB) are far below their budgets.
  */
-static int room_guess; /* plan_dp_set_room_guess' */
-
-void plan_dp_set_room_guess(int guess)
-{
-    room_guess = guess;
-}
-
 static bool room_likely(struct dp_memo *m, size_t budget)
 {
     if (room_guess)
