@@ -485,8 +485,9 @@ void plan_dp_set_room_guess(int guess)
  * s, ResNet-2498 at 10% 0.29 -> 0.35), and gains where there is (at 3%: 1.32 -> 0.81).
  * The authors' bound charges a block's values twice, so its plans' slack is about a
  * transformer's logits (206 MB on GPT-2): with this test, GPT-2-1000's budgets from
- * 1.6% to 3% run side by side (room), from 4% one after the other (none), and the
- * ResNets' largest values (a few MB) are far below their budgets.
+ * 1.6% to 3% run side by side (room), from 4% one after the other (none), and a
+ * ResNet's largest value at batch 1 (a few MB) passes 1/32 of its budget only near its
+ * least budget.
  */
 static bool room_likely(struct dp_memo *m, size_t budget)
 {
