@@ -545,10 +545,12 @@ out:
     remat_graph_free(g);
 }
 
-/* GPT-2 of `layers` layers at batch 1 (*g its graph; NULL when it cannot be built), with
- * approx-tc's least-budget plan (*least, *rl: that plan simulated) and `none`'s (*all). */
-static remat_tgraph *gpt2_ends(int layers, remat_graph **g, remat_plan_info *least,
-                               remat_sim_result *rl, remat_plan_info *all)
+/* The zoo's `model` of `layers` layers (0: its own) at batch 1 (*g its graph; NULL when
+ * it cannot be built), with approx-tc's least-budget plan (*least, *rl: that plan
+ * simulated) and `none`'s (*all). */
+static remat_tgraph *zoo_ends(const char *model, int layers, remat_graph **g,
+                              remat_plan_info *least, remat_sim_result *rl,
+                              remat_plan_info *all)
 {
     remat_zoo_opts zo = {.batch = 1, .layers = layers};
     remat_plan_opts o = {.strategy = REMAT_STRATEGY_APPROX_TC, .budget_min = true};
@@ -557,7 +559,7 @@ static remat_tgraph *gpt2_ends(int layers, remat_graph **g, remat_plan_info *lea
     remat_tgraph *tg = NULL;
 
     *g = NULL;
-    CHECK_OK(remat_zoo_build("gpt2", &zo, NULL, g));
+    CHECK_OK(remat_zoo_build(model, &zo, NULL, g));
     CHECK_OK(remat_tgraph_from_graph(*g, NULL, &tg));
     if (!tg)
         return NULL;
@@ -568,6 +570,12 @@ static remat_tgraph *gpt2_ends(int layers, remat_graph **g, remat_plan_info *lea
     CHECK_OK(remat_plan(tg, &none, &s, all));
     remat_schedule_free(s);
     return tg;
+}
+
+static remat_tgraph *gpt2_ends(int layers, remat_graph **g, remat_plan_info *least,
+                               remat_sim_result *rl, remat_plan_info *all)
+{
+    return zoo_ends("gpt2", layers, g, least, rl, all);
 }
 
 /*
@@ -685,23 +693,17 @@ static void side_by_side(const char *model, int layers, const struct side_case *
 {
     remat_allocator one = {harness_one_thread_alloc, NULL};
     remat_zoo_opts zo = {.batch = 1, .layers = layers};
-    remat_plan_opts lo = {.strategy = REMAT_STRATEGY_APPROX_TC, .budget_min = true};
-    remat_plan_opts none = {.strategy = REMAT_STRATEGY_NONE};
     remat_plan_info least, all;
-    remat_schedule *s0 = NULL;
+    remat_sim_result rl;
     remat_graph *g[2] = {NULL, NULL};
-    remat_tgraph *tg[2] = {NULL, NULL};
+    remat_tgraph *tg[2] = {zoo_ends(model, layers, &g[0], &least, &rl, &all), NULL};
 
-    for (int k = 0; k < 2; k++) {
-        CHECK_OK(remat_zoo_build(model, &zo, k ? &one : NULL, &g[k]));
-        CHECK_OK(remat_tgraph_from_graph(g[k], NULL, &tg[k]));
-        if (!tg[k])
-            goto out;
-    }
-    CHECK_OK(remat_plan(tg[0], &lo, &s0, &least));
-    remat_schedule_free(s0);
-    s0 = NULL;
-    CHECK_OK(remat_plan(tg[0], &none, &s0, &all));
+    if (!tg[0])
+        goto out;
+    CHECK_OK(remat_zoo_build(model, &zo, &one, &g[1]));
+    CHECK_OK(remat_tgraph_from_graph(g[1], NULL, &tg[1]));
+    if (!tg[1])
+        goto out;
     for (size_t k = 0; k < n; k++) {
         remat_plan_opts o = {.strategy = cases[k].s};
         remat_schedule *s[2] = {NULL, NULL};
@@ -730,7 +732,6 @@ static void side_by_side(const char *model, int layers, const struct side_case *
         remat_schedule_free(s[1]);
     }
 out:
-    remat_schedule_free(s0);
     for (int k = 0; k < 2; k++) {
         remat_tgraph_free(tg[k]);
         remat_graph_free(g[k]);
