@@ -507,6 +507,100 @@ static void test_stacked(void)
     }
 }
 
+/* The mending of a packing above the load (layout_mend), worked by hand: T (1 byte,
+ * steps 0-1) at 0, L (1, steps 0-5) at 1, P (3, steps 1-3) at 2 and Q (3, steps 2-4) at
+ * 5 end at 8, a byte above the load (7, at steps 2 and 3). Q is taken out; at 2 it would
+ * displace only P (3 bytes x 3 steps), which then finds no room beside L and Q; at 0 it
+ * displaces P and L (9 + 6): P goes to 3 (the first gap of 3 bytes over steps 1-3), L
+ * to 6 (its only gap of 1 byte over steps 0-5): end 7. The same set packed at the load
+ * stays as it is; and a block above the load that a gap holds goes into it. */
+static void test_mend(void)
+{
+    {
+        struct instance in[] = {{0, 0, 1, 1, 0}, {1, 0, 5, 1, 1}, {2, 1, 3, 3, 2},
+                                {3, 2, 4, 3, 5}};
+        static const size_t off[] = {0, 6, 3, 0};
+        size_t end = 0;
+
+        CHECK_OK(layout_mend(NULL, in, 4, 1, &end));
+        CHECK(end == 7, "mended: end %zu, expected 7", end);
+        CHECK(plain_valid(in, 4, 1), "mended: overlap");
+        for (size_t i = 0; i < 4; i++)
+            CHECK(in[i].offset == off[i], "mended: instance %zu at %zu, expected %zu", i,
+                  in[i].offset, off[i]);
+    }
+    {   /* at the load already: nothing moves */
+        struct instance in[] = {{0, 0, 1, 1, 0}, {1, 0, 5, 1, 6}, {2, 1, 3, 3, 3},
+                                {3, 2, 4, 3, 0}};
+        size_t end = 0;
+
+        CHECK_OK(layout_mend(NULL, in, 4, 1, &end));
+        CHECK(end == 7 && in[1].offset == 6 && in[2].offset == 3 && in[3].offset == 0,
+              "at the load: end %zu, offsets %zu %zu %zu", end, in[1].offset, in[2].offset,
+              in[3].offset);
+    }
+    {   /* A (2, steps 0-1), B (2, 1-2), C (2, 2-3): the load is 4, and so is the
+         * optimum (A and C share an offset); packed A 0, B 2, C 4 it ends at 6: C goes to
+         * 0 */
+        struct instance in[] = {{0, 0, 1, 2, 0}, {1, 1, 2, 2, 2}, {2, 2, 3, 2, 4}};
+        size_t end = 0;
+
+        CHECK_OK(layout_mend(NULL, in, 3, 1, &end));
+        CHECK(end == 4 && in[2].offset == 0 && plain_valid(in, 3, 1),
+              "three blocks: end %zu, C at %zu", end, in[2].offset);
+    }
+}
+
+/* Random small sets packed by first fit in a random order, then mended: valid, never
+ * above the packing it was given nor below the oracle's optimum, unchanged where that
+ * was at the load; and how often it lowered the end (it must, some of the time). */
+static void test_mend_random(void)
+{
+    size_t n_sets = 3000, n_above = 0, n_lower = 0, n_to_opt = 0;
+
+    reseed(7);
+    for (size_t s = 0; s < n_sets; s++) {
+        struct instance in[MAXN], was[MAXN];
+        bool placed[MAXN] = {false};
+        size_t n = 2 + urand(MAXN - 1), align = urand(2) ? 64 : 1, load = 0, end = 0, e0,
+               opt, order[MAXN];
+
+        random_set(in, n, 10, 5);
+        for (size_t i = 0; i < n; i++)
+            order[i] = i;
+        for (size_t i = n; i > 1; i--) {
+            size_t j = urand(i), t = order[i - 1];
+
+            order[i - 1] = order[j];
+            order[j] = t;
+        }
+        for (size_t k = 0; k < n; k++) {
+            size_t i = order[k];
+
+            in[i].offset = in[i].bytes ? first_fit(in, placed, n, i, align) : 0;
+            placed[i] = true;
+        }
+        e0 = end_of(in, n, align);
+        memcpy(was, in, n * sizeof *in);
+        opt = oracle(in, n, align);
+        CHECK_OK(layout_load(NULL, in, n, align, &load));
+        CHECK_OK(layout_mend(NULL, in, n, align, &end));
+        CHECK_OR(plain_valid(in, n, align), break, "set %zu: mended into an overlap", s);
+        CHECK(end == end_of(in, n, align), "set %zu: end %zu, offsets end at %zu", s, end,
+              end_of(in, n, align));
+        CHECK_OR(end <= e0 && end >= opt, break, "set %zu: mended to %zu from %zu (optimum "
+                 "%zu)", s, end, e0, opt);
+        if (e0 <= load)
+            CHECK(!memcmp(was, in, n * sizeof *in), "set %zu: at the load, yet moved", s);
+        n_above += e0 > load;
+        n_lower += end < e0;
+        n_to_opt += end < e0 && end == opt;
+    }
+    printf("  %zu of %zu first-fit packings above the load; %zu mended lower, %zu of them to "
+           "the optimum\n", n_above, n_sets, n_lower, n_to_opt);
+    CHECK(n_lower > 0, "no packing mended");
+}
+
 /* The quick packing of more than PACK_QUICK_MIN instances (layout_pack_within): valid,
  * at least the load and at most the plain greedy's end (one of its passes) and the
  * full packer's passes' (which it runs alone); given its own end as give_up, the same
@@ -703,6 +797,8 @@ int main(void)
     RUN(test_random_larger);
     RUN(test_resnet50);
     RUN(test_stacked);
+    RUN(test_mend);
+    RUN(test_mend_random);
     RUN(test_quick);
     RUN(test_held);
     RUN(test_planned);

@@ -337,6 +337,7 @@ static void pk_search(struct pk *p, size_t work)
         pk_order(p, &pk_orders[o], p->ord);
         pk_keep(p, pk_pass(p, p->ord, pk_orders[o].first_fit, p->best, NULL, NULL));
     }
+    pk_repair(p);
     for (size_t k = 0; k < REMAT_ARRAY_LEN(slack) && p->work < stop; k++) {
         size_t cap = p->bound + p->bound / 1000 * slack[k];
 
@@ -414,6 +415,11 @@ static void lane_job(void *ctx, int k)
  * lanes (GPT-2 of 1,000 layers: 65,835 instances, passes of 0.14-0.27 s each). */
 #define QUICK_LANES_MIN 8192
 
+/* How far past give_up the quick packing's passes go on (1/QUICK_MEND of it): a pass
+ * ending there may come within give_up mended (pk_repair; GPT-2-1000's approx-tc plans:
+ * 2.7 MB above loads of 1-4 GB). */
+#define QUICK_MEND 128
+
 /* The quick packing (give_up below NONE): the greedy passes alone, each cut where it
  * can no longer end lowest (pk_lanes) or passes give_up; best stays NONE when none ends
  * within. On two lanes the same offsets come out as on one. */
@@ -422,6 +428,9 @@ static void pk_quick(struct pk *p, size_t give_up)
     struct pk q2 = *p;
     struct pk_lanes l = {{p, &q2}, {p->best_off, NULL}, {NONE, NONE}, {-1, -1}, {0}, 0};
     size_t n = p->n, bytes = 0;
+    /* the passes go on a little past give_up, where the mending may bring them back */
+    size_t cut = give_up / QUICK_MEND >= SIZE_MAX - 1 - give_up
+                     ? SIZE_MAX - 1 : give_up + 1 + give_up / QUICK_MEND;
     void *scratch = NULL;
     int lanes = 1;
 
@@ -442,10 +451,10 @@ static void pk_quick(struct pk *p, size_t give_up)
         q2.keys = (struct key *)(q2.conf + 2 * n);
         lanes = 2;
     }
-    pk_sweep(p, give_up + 1);
+    pk_sweep(p, cut);
     l.best[0] = p->best;
     for (int o = 0; o < N_GREEDY; o++)
-        l.cut[o] = p->best != NONE ? p->best : give_up + 1;
+        l.cut[o] = p->best != NONE ? p->best : cut;
     if (p->best > p->bound)
         core_par_run(lanes, lanes, lane_job, &l);
     /* lane 0 wrote the packer's own best offsets; lane 1's first of least end wins ties
@@ -457,6 +466,9 @@ static void pk_quick(struct pk *p, size_t give_up)
     }
     p->best = l.best[0];
     core_free(p->al, scratch, bytes);
+    pk_repair(p);
+    if (p->best > give_up)
+        p->best = NONE;
 }
 
 /* One block for every array of the packer over n instances (seg and undo apart). */
@@ -508,6 +520,30 @@ static void pk_fini(struct pk *p, void *block, size_t bytes)
     core_free(p->al, p->seg, sizeof *p->seg * (p->n_seg + 1));
     core_free(p->al, p->undo, sizeof *p->undo * p->cap_undo);
     core_free(p->al, block, bytes);
+}
+
+remat_status layout_mend(const remat_allocator *al, struct instance *inst, size_t n,
+                         size_t align, size_t *end)
+{
+    struct pk p = {0};
+    void *block = NULL;
+    size_t bytes = 0;
+    remat_status st = pk_init(al, inst, n, align, &p, &block, &bytes);
+
+    if (!st && !(st = pk_index(&p))) {
+        p.best = 0;
+        for (size_t i = 0; i < n; i++) {
+            p.best_off[i] = p.size[i] ? inst[i].offset : 0;
+            p.best = p.size[i] && inst[i].offset + p.size[i] > p.best ? inst[i].offset + p.size[i]
+                                                                    : p.best;
+        }
+        pk_repair(&p);
+        for (size_t i = 0; i < n; i++)
+            inst[i].offset = p.best_off[i];
+        *end = p.best;
+    }
+    pk_fini(&p, block, bytes);
+    return st;
 }
 
 remat_status pack_run(const remat_allocator *al, const struct instance *inst, size_t n,

@@ -109,5 +109,8 @@ void pk_keep(struct pk *p, size_t end);
 /* The search for offsets within cap, until the work reaches `work`: true when found
  * (kept if best). pack_search.c. */
 bool pk_solve(struct pk *p, size_t cap, size_t work);
+/* A best packing above the bound with at most a few instances above it: those placed
+ * again within it, displacing others (pack_repair.c); kept when it ends lower. */
+void pk_repair(struct pk *p);
 
 #endif
