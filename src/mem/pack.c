@@ -452,6 +452,7 @@ static void pk_quick(struct pk *p, size_t give_up)
         lanes = 2;
     }
     pk_sweep(p, cut);
+    pk_repair(p); /* the sweep's offsets mended: where they meet the bound, no pass runs */
     l.best[0] = p->best;
     for (int o = 0; o < N_GREEDY; o++)
         l.cut[o] = p->best != NONE ? p->best : cut;
@@ -466,7 +467,8 @@ static void pk_quick(struct pk *p, size_t give_up)
     }
     p->best = l.best[0];
     core_free(p->al, scratch, bytes);
-    pk_repair(p);
+    if (l.from[0] >= 0 || l.from[1] >= 0) /* a pass's offsets, not the sweep's mended */
+        pk_repair(p);
     if (p->best > give_up)
         p->best = NONE;
 }

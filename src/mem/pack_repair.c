@@ -28,7 +28,8 @@
 #define REPAIR_TRIES 4   /* offsets tried for one instance, least displaced first */
 #define REPAIR_EVICT 64  /* instances one placement may displace */
 #define REPAIR_CALLS 512 /* placements tried in all */
-#define REPAIR_WORK 4    /* and instances visited, per instance packed */
+#define REPAIR_WORK 1    /* and instances visited, per instance packed, */
+#define REPAIR_WORK_MIN 65536 /* or this many where that is more */
 
 struct obst {
     size_t lo, hi, j;
@@ -50,7 +51,7 @@ struct rp {
     struct obst *ob[REPAIR_DEPTH + 1];  /* per level: the placed ones overlapping */
     size_t *xs[REPAIR_DEPTH + 1];       /* per level: the offsets to try */
     struct undo *log;
-    size_t n_log, cap_log, calls, work;
+    size_t n_log, cap_log, calls, work, max_work;
     bool oom;
 };
 
@@ -143,7 +144,7 @@ static bool place(struct rp *r, size_t k, int depth)
     struct cand best[REPAIR_TRIES];
     int nb = 0;
 
-    if (r->oom || ++r->calls > REPAIR_CALLS || r->work > REPAIR_WORK * p->n || a > p->bound)
+    if (r->oom || ++r->calls > REPAIR_CALLS || r->work > r->max_work || a > p->bound)
         return false;
     FOR_OVERLAP(p, k, j, if (r->off[j] != NONE) add_obst(ob, &m, r->off[j], p->size[j], j));
     r->work += m;
@@ -217,7 +218,8 @@ static bool place(struct rp *r, size_t k, int depth)
 
 void pk_repair(struct pk *p)
 {
-    struct rp r = {.p = p};
+    struct rp r = {.p = p, .max_work = REPAIR_WORK * p->n > REPAIR_WORK_MIN
+                                            ? REPAIR_WORK * p->n : REPAIR_WORK_MIN};
     size_t above[REPAIR_ABOVE], na = 0, n = p->n, end = 0;
     bool ok = true;
 
