@@ -4,7 +4,8 @@
  * DAGs as bitsets (struct hg, up to HN nodes) with random generators and their
  * conversion to the planners' struct dag, lower sets and their M, T, boundary and
  * M(δ+(L)) + M(δ−(δ+(L)) \ L) worked out from the definitions, check_family (lsets_build
- * against an expected family), and RUN_TIMED. Each test program includes this header
+ * against an expected family), RUN_TIMED, and zoo_ends (a zoo graph's least and `none`
+ * plans, for test_dp_scale.c and test_fit_scale.c). Each test program includes this header
  * once; a broken fixture stops the program (REMAT_ASSERT_TEST), it is not a test
  * failure.
  *
@@ -601,5 +602,40 @@ static inline double seconds(void)
         RUN(fn);                                                                         \
         printf("  (%.2f s)\n", seconds() - t0_);                                         \
     } while (0)
+
+/* ------------------------------------------------------------- zoo plans */
+
+/* The zoo's `model` of `layers` layers (0: its own) at batch 1 (*g its graph; NULL when
+ * it cannot be built), with approx-tc's least-budget plan (*least, *rl: that plan
+ * simulated) and `none`'s (*all). */
+static inline remat_tgraph *zoo_ends(const char *model, int layers, remat_graph **g,
+                                     remat_plan_info *least, remat_sim_result *rl,
+                                     remat_plan_info *all)
+{
+    remat_zoo_opts zo = {.batch = 1, .layers = layers};
+    remat_plan_opts o = {.strategy = REMAT_STRATEGY_APPROX_TC, .budget_min = true};
+    remat_plan_opts none = {.strategy = REMAT_STRATEGY_NONE};
+    remat_schedule *s = NULL;
+    remat_tgraph *tg = NULL;
+
+    *g = NULL;
+    CHECK_OK(remat_zoo_build(model, &zo, NULL, g));
+    CHECK_OK(remat_tgraph_from_graph(*g, NULL, &tg));
+    if (!tg)
+        return NULL;
+    CHECK_OK(remat_plan(tg, &o, &s, least));
+    CHECK_OK(remat_sim_run(tg, s, rl));
+    remat_schedule_free(s);
+    s = NULL;
+    CHECK_OK(remat_plan(tg, &none, &s, all));
+    remat_schedule_free(s);
+    return tg;
+}
+
+static inline remat_tgraph *gpt2_ends(int layers, remat_graph **g, remat_plan_info *least,
+                                      remat_sim_result *rl, remat_plan_info *all)
+{
+    return zoo_ends("gpt2", layers, g, least, rl, all);
+}
 
 #endif
