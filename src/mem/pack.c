@@ -420,9 +420,11 @@ static void lane_job(void *ctx, int k)
  * 2.7 MB above loads of 1-4 GB). */
 #define QUICK_MEND 128
 
-/* The quick packing (give_up below NONE): the greedy passes alone, each cut where it
- * can no longer end lowest (pk_lanes) or passes give_up; best stays NONE when none ends
- * within. On two lanes the same offsets come out as on one. */
+/* The quick packing (give_up below NONE): the greedy passes alone, the sweep's offsets
+ * mended before the others run (none does where that meets the bound), each pass cut
+ * where it can no longer end lowest (pk_lanes) or passes give_up by 1/QUICK_MEND, and
+ * the best mended; best stays NONE when that does not end within give_up. On two lanes
+ * the same offsets come out as on one. */
 static void pk_quick(struct pk *p, size_t give_up)
 {
     struct pk q2 = *p;

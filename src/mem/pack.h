@@ -32,8 +32,8 @@ remat_status layout_pack(const remat_allocator *al, struct instance *inst, size_
 #define PACK_QUICK_MIN 10000
 remat_status layout_pack_within(const remat_allocator *al, struct instance *inst, size_t n,
                                 size_t align, size_t give_up, size_t *end);
-/* The mending of a packing that ends above the load (pack_repair.c; both calls above end
- * with it) alone, for tests: inst's offsets, a valid packing of sizes rounded up to
+/* The mending of a packing that ends above the load (pack_repair.c, which both calls
+ * above use) alone, for tests: inst's offsets, a valid packing of sizes rounded up to
  * align, mended where that ends lower; *end gets their end. */
 remat_status layout_mend(const remat_allocator *al, struct instance *inst, size_t n,
                          size_t align, size_t *end);

@@ -15,8 +15,9 @@ struct span {
 
 /*
  * Sets the offsets of dst (when not NULL) and *out to their end, else *out to the load.
- * fixed NULL: with give_up SIZE_MAX, the greedy passes and the search (within `work`);
- * else the greedy passes alone, each cut where it passes give_up, and
+ * fixed NULL: with give_up SIZE_MAX, the greedy passes, the mending (pk_repair) and the
+ * search (within `work`); else the greedy passes alone, each cut a little past give_up,
+ * and the mending, and
  * REMAT_ERR_INFEASIBLE (no message, dst unchanged) when none ends within it.
  * fixed set: one best-fit pass by size in which the instances with fixed[i] set keep
  * that offset (pk_fill).
