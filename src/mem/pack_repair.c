@@ -28,8 +28,7 @@
 #define REPAIR_TRIES 4   /* offsets tried for one instance, least displaced first */
 #define REPAIR_EVICT 64  /* instances one placement may displace */
 #define REPAIR_CALLS 512 /* placements tried in all */
-#define REPAIR_WORK 1    /* and instances visited, per instance packed, */
-#define REPAIR_WORK_MIN 65536 /* or this many where that is more */
+#define REPAIR_WORK 65536 /* and instances visited: this many, or n where that is more */
 
 struct obst {
     size_t lo, hi, j;
@@ -218,8 +217,7 @@ static bool place(struct rp *r, size_t k, int depth)
 
 void pk_repair(struct pk *p)
 {
-    struct rp r = {.p = p, .max_work = REPAIR_WORK * p->n > REPAIR_WORK_MIN
-                                            ? REPAIR_WORK * p->n : REPAIR_WORK_MIN};
+    struct rp r = {.p = p, .max_work = p->n > REPAIR_WORK ? p->n : REPAIR_WORK};
     size_t above[REPAIR_ABOVE], na = 0, n = p->n, end = 0;
     bool ok = true;
 
